@@ -1,0 +1,55 @@
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+
+export interface Broker {
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly kvm: Kvm;
+  /** False between a disconnect and the reconnect that follows it: ingest answers 503 then. */
+  isConnected(): boolean;
+  close(): Promise<void>;
+}
+
+export interface BrokerLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/** Connects and keeps reconnecting for as long as the process lives; a broker outage is never fatal. */
+export async function connectBroker(url: string, log: BrokerLog, name = 'svc'): Promise<Broker> {
+  const nc = await connect({
+    servers: url,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    pingInterval: 5_000,
+    // Publishes made while disconnected must fail fast (503), not sit in a buffer.
+    reconnect: true,
+  });
+  let connected = true;
+  (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') {
+        connected = false;
+        log.warn({ server: s.server }, 'broker disconnected');
+      } else if (s.type === 'reconnect') {
+        connected = true;
+        log.info({ server: s.server }, 'broker reconnected');
+      }
+    }
+  })().catch(() => {});
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  return {
+    nc,
+    js,
+    jsm,
+    kvm: new Kvm(nc),
+    isConnected: () => connected && !nc.isClosed(),
+    close: async () => {
+      if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import { headers } from '@nats-io/transport-node';
+import { INGEST_HEADERS, type IngestMessageMeta, ingestSubject } from '../schemas/broker-messages.js';
+import { unavailable } from '../schemas/errors.js';
+import type { Broker } from './connection.js';
+
+export interface PublishResult {
+  duplicate: boolean;
+  seq: number;
+}
+
+/**
+ * Publishes one request's raw body as one JetStream message and waits for the stream's ack: the 202 promise.
+ * NATS failures become UNAVAILABLE here and nowhere else. A publish whose ack was lost may still have been
+ * stored; the client's retry is then caught by the duplicate window (same message id).
+ */
+export async function publishIngest(
+  broker: Broker,
+  meta: IngestMessageMeta,
+  msgId: string,
+  body: Uint8Array,
+  timeoutMs: number,
+): Promise<PublishResult> {
+  if (!broker.isConnected()) throw unavailable('the broker is unavailable; nothing was accepted', 2);
+  const h = headers();
+  h.set(INGEST_HEADERS.workspace, meta.workspaceId);
+  h.set(INGEST_HEADERS.mode, meta.mode);
+  h.set(INGEST_HEADERS.keyId, meta.keyId);
+  h.set(INGEST_HEADERS.requestId, meta.requestId);
+  h.set(INGEST_HEADERS.receivedAt, String(meta.receivedAt));
+  h.set(INGEST_HEADERS.encoding, meta.encoding);
+  try {
+    const ack = await broker.js.publish(ingestSubject(meta.workspaceId, meta.mode), body, {
+      msgID: msgId,
+      headers: h,
+      timeout: timeoutMs,
+    });
+    return { duplicate: ack.duplicate, seq: ack.seq };
+  } catch {
+    throw unavailable('the broker did not confirm the payload; nothing was accepted', 2);
+  }
+}

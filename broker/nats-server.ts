@@ -1,0 +1,168 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+
+/**
+ * Launches and supervises a nats-server child with JetStream: the embedded default of `npm start`, and the
+ * real broker every integration test starts for itself.
+ */
+
+export interface NatsServerOptions {
+  /** Holds the config file, the pid file and the JetStream store. */
+  dir: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  bin?: string;
+  /** max_payload: must fit the largest request body we publish. */
+  maxPayloadBytes?: number;
+  log?: (line: string) => void;
+}
+
+export interface NatsServerHandle {
+  readonly url: string;
+  readonly port: number;
+  /** Stops the server (SIGTERM, then SIGKILL after 10 s); it stays down until start(). */
+  stop(): Promise<void>;
+  /** Starts it again on the same port and store (a stopped broker coming back). */
+  start(): Promise<void>;
+}
+
+const SEARCH_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
+
+export function findNatsServer(explicit?: string): string | null {
+  if (explicit) return existsSync(explicit) ? explicit : null;
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), ...SEARCH_DIRS];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const candidate = path.join(dir, 'nats-server');
+    if (existsSync(candidate)) return candidate;
+  }
+  return null;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * A server left behind by a process that was killed with SIGKILL still holds the store: stop it before a new
+ * one opens the same store, or the two would write it at once.
+ */
+async function stopStale(pidFile: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number.parseInt(await fs.readFile(pidFile, 'utf8'), 10);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (!cmdline.includes('nats-server')) return;
+  process.kill(pid, 'SIGTERM');
+  await waitFor(() => !isAlive(pid), 10_000, `stale nats-server ${pid} to stop`).catch(() => {
+    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+  });
+}
+
+export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServerHandle> {
+  const bin = findNatsServer(opts.bin);
+  if (!bin) throw new Error('nats-server not found (install it: apt-get install -y nats-server)');
+  const dir = path.resolve(opts.dir);
+  const storeDir = path.join(dir, 'store');
+  const pidFile = path.join(dir, 'nats-server.pid');
+  const confFile = path.join(dir, 'nats-server.conf');
+  await fs.mkdir(storeDir, { recursive: true });
+  await stopStale(pidFile);
+  const port = opts.port || (await freePort());
+  const maxPayload = opts.maxPayloadBytes ?? 8 * 1024 * 1024;
+  const conf = [
+    `listen: "127.0.0.1:${port}"`,
+    `max_payload: ${maxPayload}`,
+    // Pending bytes per client must hold a few max-size messages.
+    `max_pending: ${Math.max(64 * 1024 * 1024, maxPayload * 4)}`,
+    'jetstream {',
+    `  store_dir: ${JSON.stringify(storeDir)}`,
+    '  max_memory_store: 268435456',
+    '}',
+    '',
+  ].join('\n');
+  await fs.writeFile(confFile, conf);
+
+  const log = opts.log ?? (() => {});
+  let child: ChildProcess | null = null;
+  let stopping = false;
+
+  const launch = async () => {
+    stopping = false;
+    const proc = spawn(bin, ['-c', confFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = proc;
+    const forward = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) log(line.trim());
+    };
+    proc.stdout?.on('data', forward);
+    proc.stderr?.on('data', forward);
+    let exited = false;
+    proc.once('exit', (code, signal) => {
+      exited = true;
+      if (child === proc) child = null;
+      if (!stopping) log(`nats-server exited unexpectedly (code ${code}, signal ${signal})`);
+    });
+    await fs.writeFile(pidFile, String(proc.pid));
+    await waitFor(async () => exited || (await canConnect(port)), 30_000, `nats-server on port ${port}`);
+    if (exited) throw new Error(`nats-server failed to start on port ${port}; see its log lines above`);
+  };
+
+  const stop = async () => {
+    stopping = true;
+    const proc = child;
+    if (!proc || proc.exitCode !== null) return;
+    const done = new Promise<void>((r) => proc.once('exit', () => r()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+    await done;
+    clearTimeout(timer);
+    await fs.rm(pidFile, { force: true });
+  };
+
+  await launch();
+  return { url: `nats://127.0.0.1:${port}`, port, stop, start: launch };
+}

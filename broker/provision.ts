@@ -1,0 +1,76 @@
+import { AckPolicy, DeliverPolicy, DiscardPolicy, type JetStreamManager, StorageType } from '@nats-io/jetstream';
+import type { Kvm } from '@nats-io/kv';
+import { nanos } from '@nats-io/transport-node';
+
+export const INGEST_STREAM = 'SVC_INGEST';
+export const PIPELINE_CONSUMER = 'pipeline';
+
+/** The key-value buckets of the control plane. */
+export const BUCKETS = {
+  workspaces: 'svc_workspaces',
+  apiKeys: 'svc_api_keys',
+  meta: 'svc_meta',
+} as const;
+
+export interface ProvisionOptions {
+  maxAgeHours: number;
+  maxBytes: number;
+  maxMsgBytes: number;
+  ackWaitMs: number;
+  maxAckPending: number;
+}
+
+/** CONTRACT §5: a byte-identical body or a reused idempotency key within 10 minutes is stored once. */
+const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
+
+function isNotFound(err: unknown): boolean {
+  const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
+  return e?.api_error?.err_code === 10059 || e?.api_error?.err_code === 10014 || /not found/i.test(e?.message ?? '');
+}
+
+/** Creates or updates the stream, the pipeline consumer and the buckets; safe to run on every start. */
+export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: ProvisionOptions): Promise<void> {
+  const stream = {
+    name: INGEST_STREAM,
+    subjects: ['ingest.>'],
+    storage: StorageType.File,
+    // When the store is full, refuse new payloads (503) rather than drop unprocessed ones.
+    discard: DiscardPolicy.New,
+    max_age: nanos(opts.maxAgeHours * 3600 * 1000),
+    max_bytes: opts.maxBytes,
+    max_msg_size: opts.maxMsgBytes,
+    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+    num_replicas: 1,
+  };
+  try {
+    await jsm.streams.info(INGEST_STREAM);
+    const { storage: _s, ...mutable } = stream;
+    await jsm.streams.update(INGEST_STREAM, mutable);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.streams.add(stream);
+  }
+  const consumer = {
+    durable_name: PIPELINE_CONSUMER,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(opts.ackWaitMs),
+    // Never give up on a payload: a message that keeps failing is a bug to fix, not data to drop.
+    max_deliver: -1,
+    max_ack_pending: opts.maxAckPending,
+  };
+  try {
+    await jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+    await jsm.consumers.update(INGEST_STREAM, PIPELINE_CONSUMER, {
+      ack_wait: consumer.ack_wait,
+      max_deliver: consumer.max_deliver,
+      max_ack_pending: consumer.max_ack_pending,
+    });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.consumers.add(INGEST_STREAM, consumer);
+  }
+  for (const bucket of Object.values(BUCKETS)) {
+    await kvm.create(bucket, { history: 1, storage: StorageType.File });
+  }
+}

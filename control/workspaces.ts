@@ -1,0 +1,17 @@
+import crypto from 'node:crypto';
+import { type WorkspaceRecord, workspaceRecordSchema } from '../schemas/control.js';
+import type { ControlStore } from './store.js';
+
+export const newWorkspaceId = () => `ws_${crypto.randomBytes(8).toString('hex')}`;
+
+export async function createWorkspace(store: ControlStore, name: string): Promise<WorkspaceRecord> {
+  const record: WorkspaceRecord = { id: newWorkspaceId(), name, createdAt: new Date().toISOString() };
+  await store.workspaces.create(record.id, JSON.stringify(record));
+  return record;
+}
+
+export async function getWorkspace(store: ControlStore, id: string): Promise<WorkspaceRecord | null> {
+  const entry = await store.workspaces.get(id);
+  if (!entry || entry.operation !== 'PUT') return null;
+  return workspaceRecordSchema.parse(entry.json());
+}

@@ -1,0 +1,92 @@
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * The one configuration module: a zod schema over the environment, parsed once at start, typed and frozen.
+ * Every knob and limit of the service is here, with its default.
+ */
+
+const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def);
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0'])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1');
+
+const MiB = 1024 * 1024;
+
+export const configSchema = z.object({
+  PORT: int(8080, 0, 65535),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  /** Unset: launch an embedded nats-server child with its store under DATA_DIR. */
+  NATS_URL: z.string().url().optional(),
+  NATS_SERVER_BIN: z.string().min(1).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  // Write path knobs.
+  /** Rows across all datasets that make a batch flush at once. */
+  BATCH_MAX_ROWS: int(100_000, 1),
+  /** A batch is flushed at most this long after its first row arrived: bounds time-to-visible. */
+  FLUSH_INTERVAL_MS: int(500, 10, 60_000),
+  /** Parse/validate worker threads; 0 means one per core. */
+  PIPELINE_WORKERS: int(0, 0, 64),
+  /** Messages the consumer keeps in flight (fetched, not yet committed). */
+  CONSUMER_MAX_MESSAGES: int(256, 1, 10_000),
+  /** Unacked messages are redelivered after this long; must cover a slow flush. */
+  CONSUMER_ACK_WAIT_MS: int(30_000, 1000),
+  PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('zstd'),
+  /** How long JetStream keeps raw payloads; the pipeline normally acks them within a second. */
+  STREAM_MAX_AGE_HOURS: int(72, 1),
+  STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),
+
+  // Limits (CONTRACT §4).
+  BODY_MAX_BYTES: int(5 * MiB, 1024),
+  BODY_MAX_DECODED_BYTES: int(20 * MiB, 1024),
+  MAX_EXECUTIONS_PER_REQUEST: int(1000, 1),
+  MAX_LOGS_PER_REQUEST: int(5000, 1),
+  MAX_METRICS_PER_REQUEST: int(5000, 1),
+  PAGE_SIZE_DEFAULT: int(50, 1, 1000),
+  PAGE_SIZE_MAX: int(200, 1, 1000),
+  MAX_RESULT_WINDOW: int(10_000, 1),
+  PUBLISH_TIMEOUT_MS: int(5000, 100),
+
+  /** Print the first-start test key once (CONTRACT: shown once). Off in tests. */
+  PRINT_BOOTSTRAP_KEY: bool(true),
+});
+
+export type Config = Readonly<z.infer<typeof configSchema>> & {
+  /** Absolute form of DATA_DIR. */
+  readonly dataDir: string;
+  /** PIPELINE_WORKERS resolved against the core count. */
+  readonly pipelineWorkers: number;
+};
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; a bad value throws a ConfigError that names each bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const picked: Record<string, string> = {};
+  for (const key of Object.keys(configSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') picked[key] = value;
+  }
+  const parsed = configSchema.safeParse(picked);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  const c = parsed.data;
+  if (c.PAGE_SIZE_DEFAULT > c.PAGE_SIZE_MAX) {
+    throw new ConfigError('invalid configuration:\n  PAGE_SIZE_DEFAULT: must not exceed PAGE_SIZE_MAX');
+  }
+  if (c.BODY_MAX_DECODED_BYTES < c.BODY_MAX_BYTES) {
+    throw new ConfigError('invalid configuration:\n  BODY_MAX_DECODED_BYTES: must be at least BODY_MAX_BYTES');
+  }
+  return Object.freeze({
+    ...c,
+    dataDir: path.resolve(c.DATA_DIR),
+    pipelineWorkers: c.PIPELINE_WORKERS || Math.max(1, os.availableParallelism()),
+  });
+}

@@ -1,0 +1,103 @@
+/**
+ * Normalized records: what the pipeline makes of each valid ingested item, before it becomes columns.
+ * Times are epoch milliseconds (UTC). Nested structures are kept as JSON text: they are shown, not filtered
+ * (indexed context gets its own columns in a later stage).
+ */
+
+export type Mode = 'test' | 'live';
+export const MODES = ['test', 'live'] as const;
+
+export type Outcome = 'success' | 'failed' | 'unknown';
+export const OUTCOMES = ['success', 'failed', 'unknown'] as const;
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const EXECUTION_SOURCES = ['http', 'worker', 'job', 'message', 'scheduled', 'custom'] as const;
+export type ExecutionSource = (typeof EXECUTION_SOURCES)[number];
+
+export const METRIC_TYPES = ['counter', 'gauge', 'histogram'] as const;
+export type MetricType = (typeof METRIC_TYPES)[number];
+
+export interface ExecutionRecord {
+  executionId: string;
+  traceId: string | null;
+  spanId: string | null;
+  parentSpanId: string | null;
+  service: string;
+  environment: string;
+  source: ExecutionSource;
+  endpoint: string;
+  /** Upper-cased. */
+  method: string | null;
+  startedAt: number;
+  durationMs: number;
+  statusCode: number | null;
+  outcome: Outcome;
+  /** CONTRACT §5: `sdk`, `exception`, `status_5xx`, `evidence:<kind>`, `field:<path>`, `status`, `no_evidence`, `rule:<i>`. */
+  outcomeReason: string;
+  exceptionType: string | null;
+  exceptionMessage: string | null;
+  /** JSON text of the scrubbed values, or null when absent. */
+  context: string | null;
+  request: string | null;
+  response: string | null;
+  exception: string | null;
+  outcomeEvidence: string | null;
+  fingerprint: string | null;
+  truncated: boolean;
+}
+
+export interface LogRecord {
+  timestamp: number;
+  level: LogLevel;
+  message: string;
+  service: string;
+  environment: string;
+  executionId: string | null;
+  traceId: string | null;
+  spanId: string | null;
+  logger: string | null;
+  attributes: string | null;
+  exception: string | null;
+  truncated: boolean;
+}
+
+export interface MetricRecord {
+  timestamp: number;
+  name: string;
+  type: MetricType;
+  /** counter and gauge; null for a histogram. */
+  value: number | null;
+  histCount: number | null;
+  histSum: number | null;
+  histMin: number | null;
+  histMax: number | null;
+  unit: string | null;
+  service: string;
+  environment: string;
+  /** JSON text of the string pairs, or null. */
+  tags: string | null;
+}
+
+export type ItemKind = 'executions' | 'logs' | 'metrics';
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+/** An item the pipeline refused: kept and listed, never dropped silently (CONTRACT §5). */
+export interface ItemRejection {
+  kind: ItemKind;
+  index: number;
+  code: 'VALIDATION_ERROR' | 'FORBIDDEN';
+  details: ErrorDetail[];
+}
+
+export interface ProcessedPayload {
+  executions: ExecutionRecord[];
+  logs: LogRecord[];
+  metrics: MetricRecord[];
+  rejections: ItemRejection[];
+}

@@ -1,0 +1,90 @@
+import path from 'node:path';
+import { Piscina } from 'piscina';
+import type { Mode } from '../schemas/records.js';
+import { type ColumnChunk, chunkBuffers } from './columns.js';
+import type { CommitJournal } from './commit-journal.js';
+import type { DatasetName } from './datasets.js';
+import { partitionDir, PARQUET_SUFFIX, TMP_SUFFIX } from './layout.js';
+import type { Codec } from './parquet-encode.js';
+import type { EncodeResult, EncodeTask } from './parquet-worker.js';
+import { workerFile } from './worker-file.js';
+
+/** The rows of one partition in a batch: one Parquet file. */
+export interface PartitionBatch {
+  dataset: DatasetName;
+  workspaceId: string;
+  mode: Mode;
+  hour: number;
+  chunks: ColumnChunk[];
+}
+
+export interface WriteStats {
+  files: number;
+  rows: number;
+  bytes: number;
+}
+
+export interface BatchWriterOptions {
+  dataDir: string;
+  codec: Codec;
+  journal: CommitJournal;
+  encodeThreads: number;
+}
+
+/**
+ * Writes a batch as Parquet files (encoded in worker threads) and commits it through the journal, so the batch
+ * becomes visible whole-or-nothing with respect to the stream sequences it carries.
+ */
+export class BatchWriter {
+  readonly #opts: BatchWriterOptions;
+  readonly #pool: Piscina<EncodeTask, EncodeResult>;
+
+  constructor(opts: BatchWriterOptions) {
+    this.#opts = opts;
+    this.#pool = new Piscina({
+      filename: workerFile(import.meta.url, 'parquet-worker.js'),
+      minThreads: 1,
+      maxThreads: opts.encodeThreads,
+      // wasm memory never shrinks: recycle an idle encoder so a burst's peak does not stay resident.
+      idleTimeout: 60_000,
+    });
+  }
+
+  async write(partitions: PartitionBatch[], seqs: number[]): Promise<WriteStats> {
+    const journal = this.#opts.journal;
+    const commitNo = journal.nextCommitNo();
+    const fileName = `${journal.writerId}-${String(commitNo).padStart(10, '0')}`;
+    const planned = partitions.map((p) => {
+      const dir = partitionDir(this.#opts.dataDir, p.dataset, p.workspaceId, p.mode, p.hour);
+      return {
+        part: p,
+        tmpPath: path.join(dir, fileName + TMP_SUFFIX),
+        finalPath: path.join(dir, fileName + PARQUET_SUFFIX),
+      };
+    });
+    const results = await Promise.all(
+      planned.map((p) =>
+        this.#pool.run(
+          { codec: this.#opts.codec, partitions: [{ dataset: p.part.dataset, tmpPath: p.tmpPath, chunks: p.part.chunks }] },
+          { transferList: p.part.chunks.flatMap(chunkBuffers) },
+        ),
+      ),
+    );
+    await journal.commit({
+      writerId: journal.writerId,
+      commitNo,
+      seqs,
+      files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
+    });
+    const files = results.flatMap((r) => r.files);
+    return {
+      files: files.length,
+      rows: files.reduce((s, f) => s + f.rows, 0),
+      bytes: files.reduce((s, f) => s + f.bytes, 0),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.destroy();
+  }
+}

@@ -1,0 +1,120 @@
+import type { ColumnDef, ColumnType, DatasetName } from './datasets.js';
+import { DATASETS } from './datasets.js';
+
+/**
+ * Column chunks: the rows of one dataset partition that one ingest message produced, as typed arrays. Workers
+ * build them and move (transfer) their buffers; nothing on the main thread walks rows.
+ */
+
+export type ColumnData =
+  | { t: 'utf8'; offsets: Int32Array; data: Uint8Array; valid: Uint8Array | null }
+  | { t: 'f64' | 'ts' | 'i64'; values: Float64Array; valid: Uint8Array | null }
+  | { t: 'i32'; values: Int32Array; valid: Uint8Array | null }
+  | { t: 'bool'; values: Uint8Array; valid: Uint8Array | null };
+
+export interface ColumnChunk {
+  dataset: DatasetName;
+  /** Start of the UTC hour the rows fall in (epoch ms): the partition. */
+  hour: number;
+  rows: number;
+  columns: ColumnData[];
+}
+
+export type CellValue = string | number | boolean | null;
+
+const HOUR_MS = 3_600_000;
+
+/** Accumulates rows of one dataset partition, column by column. */
+class PartitionBuilder {
+  readonly cells: CellValue[][];
+  rows = 0;
+  constructor(readonly defs: readonly ColumnDef[]) {
+    this.cells = defs.map(() => []);
+  }
+}
+
+function buildColumn(type: ColumnType, values: CellValue[], nullable: boolean): ColumnData {
+  const n = values.length;
+  let valid: Uint8Array | null = null;
+  if (nullable) {
+    for (let i = 0; i < n; i++) {
+      if (values[i] === null) {
+        valid ??= new Uint8Array(n).fill(1);
+        valid[i] = 0;
+      }
+    }
+  }
+  switch (type) {
+    case 'utf8': {
+      const offsets = new Int32Array(n + 1);
+      let bytes = 0;
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        if (typeof v === 'string') bytes += Buffer.byteLength(v, 'utf8');
+        offsets[i + 1] = bytes;
+      }
+      // Own ArrayBuffer (not Node's shared pool) so it can be transferred.
+      const buf = Buffer.allocUnsafeSlow(bytes);
+      let at = 0;
+      for (let i = 0; i < n; i++) {
+        const v = values[i];
+        if (typeof v === 'string' && v.length > 0) at += buf.write(v, at, 'utf8');
+      }
+      return { t: 'utf8', offsets, data: new Uint8Array(buf.buffer, buf.byteOffset, bytes), valid };
+    }
+    case 'i32': {
+      const out = new Int32Array(n);
+      for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
+      return { t: 'i32', values: out, valid };
+    }
+    case 'bool': {
+      const out = new Uint8Array(n);
+      for (let i = 0; i < n; i++) out[i] = values[i] ? 1 : 0;
+      return { t: 'bool', values: out, valid };
+    }
+    default: {
+      const out = new Float64Array(n);
+      for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
+      return { t: type, values: out, valid };
+    }
+  }
+}
+
+/** Groups rows by (dataset, hour) and turns each group into a ColumnChunk. */
+export class ChunkSet {
+  readonly #parts = new Map<string, { dataset: DatasetName; hour: number; builder: PartitionBuilder }>();
+
+  /** `cells` in the dataset's column order; `at` (epoch ms) picks the partition. */
+  add(dataset: DatasetName, at: number, cells: CellValue[]): void {
+    const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
+    const key = `${dataset}/${hour}`;
+    let part = this.#parts.get(key);
+    if (!part) {
+      part = { dataset, hour, builder: new PartitionBuilder(DATASETS[dataset]) };
+      this.#parts.set(key, part);
+    }
+    const b = part.builder;
+    for (let c = 0; c < b.cells.length; c++) b.cells[c]!.push(cells[c] ?? null);
+    b.rows++;
+  }
+
+  finish(): ColumnChunk[] {
+    const out: ColumnChunk[] = [];
+    for (const { dataset, hour, builder } of this.#parts.values()) {
+      const columns = builder.defs.map((def, c) => buildColumn(def.type, builder.cells[c]!, def.nullable));
+      out.push({ dataset, hour, rows: builder.rows, columns });
+    }
+    return out;
+  }
+}
+
+/** The buffers a chunk owns: handed to the worker transfer list so they move instead of being copied. */
+export function chunkBuffers(chunk: ColumnChunk): ArrayBuffer[] {
+  const out: ArrayBuffer[] = [];
+  for (const c of chunk.columns) {
+    if (c.t === 'utf8') out.push(c.offsets.buffer as ArrayBuffer, c.data.buffer as ArrayBuffer);
+    else out.push(c.values.buffer as ArrayBuffer);
+    if (c.valid) out.push(c.valid.buffer as ArrayBuffer);
+  }
+  return out;
+}

@@ -1,0 +1,147 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * Exactly-once commit of a batch to Parquet. A batch's files are written under temporary names first; then
+ * one journal entry naming the files and the stream sequences they hold is made durable (the commit point);
+ * then the files are renamed into place and the messages acked. After a crash:
+ *   - before the commit point: the temporary files are orphans and the messages come again; nothing is visible;
+ *   - after it: recovery finishes the renames, and a redelivered message whose sequence is in a journal entry
+ *     is acked without being processed again, so no row is added twice.
+ * An entry is deleted once the consumer's ack floor has passed all its sequences: no redelivery can follow.
+ */
+
+export interface CommitFile {
+  tmpPath: string;
+  finalPath: string;
+}
+
+export interface CommitEntry {
+  writerId: string;
+  commitNo: number;
+  seqs: number[];
+  files: CommitFile[];
+}
+
+const ENTRY_SUFFIX = '.json';
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fs.open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function renameIfPending(f: CommitFile): Promise<void> {
+  try {
+    await fs.rename(f.tmpPath, f.finalPath);
+  } catch (err) {
+    // Already renamed by an earlier attempt (or by another process finishing this entry).
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+}
+
+export class CommitJournal {
+  readonly dir: string;
+  readonly writerId: string;
+  #commitNo = 0;
+  /** Sequence → the entry file that holds it. */
+  readonly #committed = new Map<number, string>();
+  #lastRefresh = 0;
+
+  constructor(dataDir: string, writerId = `w${crypto.randomBytes(5).toString('hex')}`) {
+    this.dir = path.join(dataDir, '_journal');
+    this.writerId = writerId;
+  }
+
+  /** Loads every writer's entries and finishes their renames: run before consuming. */
+  async recover(): Promise<{ entries: number; renamed: number }> {
+    await fs.mkdir(this.dir, { recursive: true });
+    const entries = await this.#loadAll();
+    let renamed = 0;
+    const dirs = new Set<string>();
+    for (const e of entries) {
+      for (const f of e.files) {
+        await renameIfPending(f);
+        dirs.add(path.dirname(f.finalPath));
+        renamed++;
+      }
+    }
+    for (const d of dirs) await fsyncDir(d).catch(() => {});
+    return { entries: entries.length, renamed };
+  }
+
+  async #loadAll(): Promise<CommitEntry[]> {
+    const names = (await fs.readdir(this.dir)).filter((n) => n.endsWith(ENTRY_SUFFIX));
+    const entries: CommitEntry[] = [];
+    for (const name of names) {
+      let entry: CommitEntry;
+      try {
+        entry = JSON.parse(await fs.readFile(path.join(this.dir, name), 'utf8')) as CommitEntry;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned meanwhile
+        throw err;
+      }
+      for (const s of entry.seqs) this.#committed.set(s, name);
+      entries.push(entry);
+    }
+    this.#lastRefresh = Date.now();
+    return entries;
+  }
+
+  /**
+   * True when this stream sequence is already in committed files. Only redelivered messages need asking; an
+   * unknown sequence rereads the journal (another process may have committed it), at most once a second.
+   */
+  async isCommitted(seq: number): Promise<boolean> {
+    if (this.#committed.has(seq)) return true;
+    if (Date.now() - this.#lastRefresh < 1000) return false;
+    const entries = await this.#loadAll();
+    for (const e of entries) for (const f of e.files) await renameIfPending(f);
+    return this.#committed.has(seq);
+  }
+
+  nextCommitNo(): number {
+    return ++this.#commitNo;
+  }
+
+  /** Makes the entry durable (the commit point), then renames the files into place. */
+  async commit(entry: CommitEntry): Promise<void> {
+    const name = `${entry.writerId}-${String(entry.commitNo).padStart(10, '0')}${ENTRY_SUFFIX}`;
+    const finalPath = path.join(this.dir, name);
+    const tmpPath = `${finalPath}.tmp`;
+    const fh = await fs.open(tmpPath, 'w');
+    try {
+      await fh.writeFile(JSON.stringify(entry));
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await fs.rename(tmpPath, finalPath);
+    await fsyncDir(this.dir);
+    for (const s of entry.seqs) this.#committed.set(s, name);
+    const dirs = new Set<string>();
+    for (const f of entry.files) {
+      await renameIfPending(f);
+      dirs.add(path.dirname(f.finalPath));
+    }
+    await Promise.all([...dirs].map(fsyncDir));
+  }
+
+  /** Deletes the entries whose every sequence is at or below the consumer's ack floor. */
+  async prune(ackFloor: number): Promise<number> {
+    const byEntry = new Map<string, number>();
+    for (const [seq, name] of this.#committed) byEntry.set(name, Math.max(byEntry.get(name) ?? 0, seq));
+    let removed = 0;
+    for (const [name, maxSeq] of byEntry) {
+      if (maxSeq > ackFloor) continue;
+      await fs.rm(path.join(this.dir, name), { force: true });
+      removed++;
+    }
+    if (removed > 0) for (const [seq] of this.#committed) if (seq <= ackFloor) this.#committed.delete(seq);
+    return removed;
+  }
+}

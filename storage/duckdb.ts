@@ -1,0 +1,98 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import {
+  DuckDBConnection,
+  DuckDBInstance,
+  type DuckDBType,
+  type DuckDBValue,
+  LIST,
+  listValue,
+  VARCHAR,
+} from '@duckdb/node-api';
+
+/**
+ * The in-process DuckDB that reads the Parquet files: a query engine, not a database of record. Its errors
+ * become plain Errors carrying no SQL text out of this module (the caller logs them; clients see a 500).
+ */
+
+export type SqlParam = string | number | boolean | null | string[];
+export type Row = Record<string, unknown>;
+
+export class QueryEngineError extends Error {}
+
+/** Connections kept open: DuckDB runs one statement per connection at a time. */
+const POOL_SIZE = 4;
+
+function toDuckValue(v: SqlParam): { value: DuckDBValue; type?: DuckDBType } {
+  if (Array.isArray(v)) return { value: listValue(v), type: LIST(VARCHAR) };
+  return { value: v };
+}
+
+export class QueryEngine {
+  readonly #instance: DuckDBInstance;
+  readonly #idle: DuckDBConnection[] = [];
+  readonly #waiting: ((c: DuckDBConnection) => void)[] = [];
+  #closed = false;
+
+  private constructor(instance: DuckDBInstance, connections: DuckDBConnection[]) {
+    this.#instance = instance;
+    this.#idle.push(...connections);
+  }
+
+  static async open(dataDir: string, threads?: number): Promise<QueryEngine> {
+    const extensionDir = path.join(dataDir, 'duckdb', 'extensions');
+    const tempDir = path.join(dataDir, 'duckdb', 'tmp');
+    await fs.mkdir(extensionDir, { recursive: true });
+    await fs.mkdir(tempDir, { recursive: true });
+    const options: Record<string, string> = {
+      extension_directory: extensionDir,
+      temp_directory: tempDir,
+      // Parquet footers are cached between queries; files are immutable once renamed into place.
+      enable_object_cache: 'true',
+    };
+    if (threads) options.threads = String(threads);
+    const instance = await DuckDBInstance.create(':memory:', options);
+    const connections = await Promise.all(Array.from({ length: POOL_SIZE }, () => instance.connect()));
+    return new QueryEngine(instance, connections);
+  }
+
+  async #acquire(): Promise<DuckDBConnection> {
+    const c = this.#idle.pop();
+    if (c) return c;
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  #release(c: DuckDBConnection): void {
+    const next = this.#waiting.shift();
+    if (next) next(c);
+    else this.#idle.push(c);
+  }
+
+  /** Runs one statement with named parameters ($name) and returns its rows as plain JS values. */
+  async all(sql: string, params: Record<string, SqlParam> = {}): Promise<Row[]> {
+    if (this.#closed) throw new QueryEngineError('query engine is closed');
+    const values: Record<string, DuckDBValue> = {};
+    const types: Record<string, DuckDBType | undefined> = {};
+    for (const [k, v] of Object.entries(params)) {
+      const t = toDuckValue(v);
+      values[k] = t.value;
+      if (t.type) types[k] = t.type;
+    }
+    const conn = await this.#acquire();
+    try {
+      const reader = await conn.runAndReadAll(sql, values, types);
+      return reader.getRowObjectsJS() as Row[];
+    } catch (err) {
+      throw new QueryEngineError(`query failed: ${(err as Error).message}`);
+    } finally {
+      this.#release(conn);
+    }
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of this.#idle) c.closeSync();
+    this.#instance.closeSync();
+  }
+}

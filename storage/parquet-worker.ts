@@ -1,0 +1,33 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { ColumnChunk } from './columns.js';
+import type { DatasetName } from './datasets.js';
+import { type Codec, encodeParquet } from './parquet-encode.js';
+
+/** Piscina worker: encodes each partition of a batch and writes it, fsynced, under its temporary name. */
+
+export interface EncodeTask {
+  codec: Codec;
+  partitions: { dataset: DatasetName; tmpPath: string; chunks: ColumnChunk[] }[];
+}
+
+export interface EncodeResult {
+  files: { tmpPath: string; rows: number; bytes: number }[];
+}
+
+export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeResult> {
+  const files: EncodeResult['files'] = [];
+  for (const p of task.partitions) {
+    const bytes = encodeParquet(p.dataset, p.chunks, task.codec);
+    await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
+    const fh = await fs.open(p.tmpPath, 'w');
+    try {
+      await fh.writeFile(bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    files.push({ tmpPath: p.tmpPath, rows: p.chunks.reduce((s, c) => s + c.rows, 0), bytes: bytes.length });
+  }
+  return { files };
+}

@@ -1,0 +1,23 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Worker threads run compiled JavaScript. From compiled code the worker sits beside its caller; when the caller
+ * runs from TypeScript source (vitest), the compiled twin under dist/ is used, so tests need `npm run build`
+ * first (the test script does it).
+ */
+export function workerFile(callerUrl: string, jsName: string): string {
+  const callerPath = fileURLToPath(callerUrl);
+  const dir = path.dirname(callerPath);
+  if (callerPath.endsWith('.js')) return path.join(dir, jsName);
+  let root = dir;
+  while (!existsSync(path.join(root, 'package.json'))) {
+    const up = path.dirname(root);
+    if (up === root) throw new Error(`no package.json above ${dir}`);
+    root = up;
+  }
+  const compiled = path.join(root, 'dist', path.relative(root, dir), jsName);
+  if (!existsSync(compiled)) throw new Error(`${compiled} is missing: run \`npm run build\` first`);
+  return compiled;
+}

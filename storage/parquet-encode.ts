@@ -46,7 +46,7 @@ function arrowType(def: ColumnDef): DataType {
     case 'i64':
       return new Int64();
     case 'ts':
-      return new TimestampMillisecond('UTC');
+      return new TimestampMillisecond();
     case 'bool':
       return new Bool();
   }

@@ -1,0 +1,56 @@
+import crypto from 'node:crypto';
+import type { FastifyPluginAsync } from 'fastify';
+import { publishIngest } from '../../broker/ingest-publisher.js';
+import { validationError } from '../../schemas/errors.js';
+import { requireKey } from '../auth.js';
+import { parseJson, type RawJsonBody } from '../body-parser.js';
+import type { AppDeps } from '../deps.js';
+import { checkEnvelope } from '../ingest-envelope.js';
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
+
+const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(data).digest('hex');
+
+/** POST /api/ingest (CONTRACT §5): checked at once, stored durably by the broker, then 202. */
+export const ingestRoutes = (deps: AppDeps): FastifyPluginAsync =>
+  async (app) => {
+    const { config } = deps;
+    app.post('/api/ingest', { config: { rawJsonBody: true } }, async (req, reply) => {
+      const principal = await requireKey(req, deps.auth, 'ingest');
+      const body = req.body as RawJsonBody | undefined;
+      if (!body || !Buffer.isBuffer(body.raw)) {
+        throw validationError('a JSON body is required', [{ path: '', message: 'expected a JSON object' }]);
+      }
+      const counts = checkEnvelope(parseJson(body.decoded), principal.mode, {
+        executions: config.MAX_EXECUTIONS_PER_REQUEST,
+        logs: config.MAX_LOGS_PER_REQUEST,
+        metrics: config.MAX_METRICS_PER_REQUEST,
+      });
+      const idem = req.headers['idempotency-key'];
+      if (idem !== undefined && (typeof idem !== 'string' || !IDEMPOTENCY_KEY.test(idem))) {
+        throw validationError('idempotency-key must be 1–128 visible ASCII characters', [
+          { path: 'idempotency-key', message: 'expected 1–128 visible ASCII characters' },
+        ]);
+      }
+      // Scoped to the workspace and mode, so two workspaces sending the same bytes are never merged.
+      const scope = `${principal.workspaceId}.${principal.mode}`;
+      const msgId = typeof idem === 'string' ? `${scope}.k.${sha256(idem)}` : `${scope}.b.${sha256(body.raw)}`;
+      const requestId = String(req.id);
+      const result = await publishIngest(
+        deps.broker,
+        {
+          workspaceId: principal.workspaceId,
+          mode: principal.mode,
+          keyId: principal.keyId,
+          requestId,
+          receivedAt: Date.now(),
+          encoding: body.encoding,
+        },
+        msgId,
+        body.raw,
+        config.PUBLISH_TIMEOUT_MS,
+      );
+      reply.code(202);
+      return { accepted: counts, duplicate: result.duplicate, requestId };
+    });
+  };

@@ -1,0 +1,175 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { buildApp } from './api/app.js';
+import { LOG_REDACT_PATHS } from './api/log-redaction.js';
+import { type Broker, connectBroker } from './broker/connection.js';
+import { type NatsServerHandle, startNatsServer } from './broker/nats-server.js';
+import { provision } from './broker/provision.js';
+import { ApiKeyAuthenticator } from './control/api-keys.js';
+import { bootstrapFirstWorkspace } from './control/bootstrap.js';
+import { type ControlStore, openControlStore } from './control/store.js';
+import { Pipeline, type PipelineOptions } from './pipeline/pipeline.js';
+import { type Config, ConfigError, loadConfig } from './schemas/config.js';
+import { QueryEngine } from './storage/duckdb.js';
+
+export type Role = 'start' | 'api' | 'pipeline';
+
+export interface Service {
+  config: Config;
+  log: Logger;
+  broker: Broker;
+  control: ControlStore;
+  nats: NatsServerHandle | null;
+  app: FastifyInstance | null;
+  pipeline: Pipeline | null;
+  /** The API's address once listening. */
+  url: string | null;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  role?: Role;
+  log?: Logger;
+  /** Listen on config.PORT (the process entry) or not at all (tests use app.inject or their own port). */
+  listen?: boolean;
+  afterCommit?: PipelineOptions['afterCommit'];
+}
+
+export function createLogger(config: Config): Logger {
+  return pino({ level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } });
+}
+
+function announceBootstrap(workspaceId: string, key: string, port: number): void {
+  // Printed once, on the first start only, straight to the terminal: it is the only copy of this key.
+  const line = '-'.repeat(78);
+  process.stdout.write(
+    [
+      line,
+      `First start: created workspace ${workspaceId} and its test key (shown once, keep it safe):`,
+      '',
+      `  ${key}`,
+      '',
+      'Send telemetry with it:',
+      `  curl -X POST http://localhost:${port}/api/ingest -H "authorization: Bearer $KEY" \\`,
+      `    -H 'content-type: application/json' -d '{"executions":[...]}'`,
+      line,
+      '',
+    ].join('\n'),
+  );
+}
+
+/** Wires and starts the service; the returned stop() shuts it down in order. */
+export async function startService(config: Config, opts: StartOptions = {}): Promise<Service> {
+  const role = opts.role ?? 'start';
+  const log = opts.log ?? createLogger(config);
+  let nats: NatsServerHandle | null = null;
+  let url = config.NATS_URL;
+  if (!url) {
+    const natsLog = log.child({ module: 'nats-server' });
+    nats = await startNatsServer({
+      dir: path.join(config.dataDir, 'nats'),
+      bin: config.NATS_SERVER_BIN,
+      // Room for the largest body as sent plus headers.
+      maxPayloadBytes: Math.max(8 * 1024 * 1024, config.BODY_MAX_BYTES + 64 * 1024),
+      log: (l) => natsLog.debug(l),
+    });
+    url = nats.url;
+    log.info({ url }, 'embedded nats-server started');
+  }
+  const broker = await connectBroker(url, log.child({ module: 'broker' }), `svc-${role}`);
+  await provision(broker.jsm, broker.kvm, {
+    maxAgeHours: config.STREAM_MAX_AGE_HOURS,
+    maxBytes: config.STREAM_MAX_BYTES,
+    maxMsgBytes: Math.max(8 * 1024 * 1024, config.BODY_MAX_BYTES + 64 * 1024),
+    ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
+    maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
+  });
+  const control = await openControlStore(broker);
+  const boot = await bootstrapFirstWorkspace(control);
+  if (boot) {
+    log.info({ workspaceId: boot.workspaceId }, 'first start: workspace and test key created');
+    if (config.PRINT_BOOTSTRAP_KEY) announceBootstrap(boot.workspaceId, boot.testKey, config.PORT);
+  }
+
+  let pipeline: Pipeline | null = null;
+  if (role !== 'api') {
+    pipeline = new Pipeline({ broker, config, log: log.child({ module: 'pipeline' }), afterCommit: opts.afterCommit });
+    await pipeline.start();
+  }
+  let app: FastifyInstance | null = null;
+  let engine: QueryEngine | null = null;
+  let listenUrl: string | null = null;
+  if (role !== 'pipeline') {
+    engine = await QueryEngine.open(config.dataDir);
+    app = await buildApp({ config, broker, auth: new ApiKeyAuthenticator(control), engine }, log);
+    if (opts.listen) {
+      listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
+    } else {
+      await app.ready();
+    }
+  }
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      // Fixed order: stop intake → drain the consumer → flush the writers → close clients → stop the broker.
+      await app?.close();
+      await pipeline?.stop();
+      await broker.close();
+      engine?.close();
+      await nats?.stop();
+    })();
+    return stopping;
+  };
+  return { config, log, broker, control, nats, app, pipeline, url: listenUrl, stop };
+}
+
+export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
+  const role = (argv[0] ?? 'start') as Role;
+  if (!['start', 'api', 'pipeline'].includes(role)) {
+    process.stderr.write(`unknown role ${role}: use start, api or pipeline\n`);
+    process.exit(2);
+  }
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config);
+  const service = await startService(config, { role, log, listen: true });
+  log.info({ role, url: service.url, dataDir: config.dataDir }, 'service started');
+  let signals = 0;
+  const onSignal = (signal: string) => {
+    if (++signals > 1) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    log.info({ signal }, 'shutting down');
+    service.stop().then(
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  main().catch((err) => {
+    process.stderr.write(`fatal: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

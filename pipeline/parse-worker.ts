@@ -1,0 +1,68 @@
+import zlib from 'node:zlib';
+import { Piscina } from 'piscina';
+import type { Mode } from '../schemas/records.js';
+import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
+import { processPayload } from './process-payload.js';
+import { toChunks } from './to-columns.js';
+
+/**
+ * Piscina worker: one ingest message → column chunks. Decompression, JSON parsing, validation, scrubbing and
+ * classification all happen here, off the main thread; the chunks' buffers are transferred back.
+ */
+
+export interface ParseTask {
+  body: Uint8Array;
+  encoding: 'gzip' | 'identity';
+  maxDecodedBytes: number;
+  mode: Mode;
+  requestId: string;
+  receivedAt: number;
+  seq: number;
+}
+
+export interface ParseResult {
+  chunks: ColumnChunk[];
+  counts: { executions: number; logs: number; metrics: number; rejected: number };
+}
+
+function decode(task: ParseTask): unknown {
+  const raw =
+    task.encoding === 'gzip'
+      ? zlib.gunzipSync(task.body, { maxOutputLength: task.maxDecodedBytes })
+      : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
+  return JSON.parse(raw.toString('utf8'));
+}
+
+export default function parse(task: ParseTask): ParseResult {
+  const meta = { requestId: task.requestId, receivedAt: task.receivedAt, seq: task.seq };
+  let payload: unknown;
+  let out: ReturnType<typeof processPayload>;
+  try {
+    payload = decode(task);
+    out = processPayload(payload, { mode: task.mode, requestId: task.requestId, receivedAt: task.receivedAt });
+  } catch (err) {
+    // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a
+    // record of it rather than lose it silently.
+    out = {
+      executions: [],
+      logs: [],
+      metrics: [],
+      rejections: [
+        { kind: 'executions', index: -1, code: 'VALIDATION_ERROR', details: [{ path: '', message: String(err) }] },
+      ],
+    };
+  }
+  const chunks = toChunks(out, meta).finish();
+  const result: ParseResult = {
+    chunks,
+    counts: {
+      executions: out.executions.length,
+      logs: out.logs.length,
+      metrics: out.metrics.length,
+      rejected: out.rejections.length,
+    },
+  };
+  // The chunks' buffers move to the main thread instead of being copied.
+  const movable = { [Piscina.transferableSymbol]: chunks.flatMap(chunkBuffers), [Piscina.valueSymbol]: result };
+  return Piscina.move(movable as never) as unknown as ParseResult;
+}

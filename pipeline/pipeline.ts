@@ -1,0 +1,213 @@
+import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { Piscina } from 'piscina';
+import type { Broker } from '../broker/connection.js';
+import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
+import type { Config } from '../schemas/config.js';
+import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messages.js';
+import { BatchWriter } from '../storage/batch-writer.js';
+import { CommitJournal } from '../storage/commit-journal.js';
+import { workerFile } from '../storage/worker-file.js';
+import { Batcher } from './batcher.js';
+import type { ParseResult, ParseTask } from './parse-worker.js';
+
+export interface PipelineLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+export interface PipelineStats {
+  messages: number;
+  /** Redelivered messages whose rows were already committed: acked, not written again. */
+  redeliveredSkipped: number;
+  executions: number;
+  logs: number;
+  metrics: number;
+  rejected: number;
+  flushes: number;
+  rowsWritten: number;
+  filesWritten: number;
+  lastFlushMs: number;
+}
+
+export interface PipelineOptions {
+  broker: Broker;
+  config: Config;
+  log: PipelineLog;
+  /** Test seam: runs after a batch is committed, before its acks. */
+  afterCommit?: () => Promise<void> | void;
+}
+
+/** How often the journal is pruned against the consumer's ack floor. */
+const PRUNE_EVERY_MS = 5000;
+
+/**
+ * The write path: the durable pull consumer feeds parse workers, whose column chunks the batcher commits to
+ * Parquet; messages are acked only after that. Any number of pipeline processes may share the consumer.
+ */
+export class Pipeline {
+  readonly #o: PipelineOptions;
+  readonly #journal: CommitJournal;
+  #pool: Piscina<ParseTask, ParseResult> | null = null;
+  #writer: BatchWriter | null = null;
+  #batcher: Batcher | null = null;
+  #messages: ConsumerMessages | null = null;
+  #loop: Promise<void> | null = null;
+  #inFlight = new Set<Promise<void>>();
+  #lastPrune = 0;
+  readonly #stats: PipelineStats = {
+    messages: 0,
+    redeliveredSkipped: 0,
+    executions: 0,
+    logs: 0,
+    metrics: 0,
+    rejected: 0,
+    flushes: 0,
+    rowsWritten: 0,
+    filesWritten: 0,
+    lastFlushMs: 0,
+  };
+
+  constructor(opts: PipelineOptions) {
+    this.#o = opts;
+    this.#journal = new CommitJournal(opts.config.dataDir);
+  }
+
+  stats(): Readonly<PipelineStats> {
+    return { ...this.#stats };
+  }
+
+  async start(): Promise<void> {
+    const { config, log } = this.#o;
+    const recovered = await this.#journal.recover();
+    if (recovered.entries > 0) log.info(recovered, 'commit journal recovered');
+    this.#pool = new Piscina({
+      filename: workerFile(import.meta.url, 'parse-worker.js'),
+      minThreads: config.pipelineWorkers,
+      maxThreads: config.pipelineWorkers,
+    });
+    this.#writer = new BatchWriter({
+      dataDir: config.dataDir,
+      codec: config.PARQUET_COMPRESSION,
+      journal: this.#journal,
+      encodeThreads: 1,
+    });
+    this.#batcher = new Batcher({
+      writer: this.#writer,
+      maxRows: config.BATCH_MAX_ROWS,
+      flushIntervalMs: config.FLUSH_INTERVAL_MS,
+      log,
+      afterCommit: this.#o.afterCommit,
+      onFlushed: (s) => {
+        this.#stats.flushes++;
+        this.#stats.rowsWritten += s.rows;
+        this.#stats.filesWritten += s.files;
+        this.#stats.lastFlushMs = s.ms;
+        void this.#maybePrune();
+      },
+    });
+    const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
+    this.#messages = await consumer.consume({ max_messages: config.CONSUMER_MAX_MESSAGES });
+    this.#loop = this.#consume(this.#messages);
+  }
+
+  async #consume(messages: ConsumerMessages): Promise<void> {
+    // Parse tasks in flight: enough to keep every worker busy while results are handed back.
+    const maxInFlight = this.#o.config.pipelineWorkers * 4;
+    for await (const m of messages) {
+      await this.#batcher!.waitForRoom();
+      while (this.#inFlight.size >= maxInFlight) await Promise.race(this.#inFlight);
+      const p = this.#handle(m).catch((err) => {
+        this.#o.log.error({ err, seq: m.seq }, 'message processing failed; it will be redelivered');
+        m.nak(1000);
+      });
+      this.#inFlight.add(p);
+      void p.finally(() => this.#inFlight.delete(p));
+    }
+  }
+
+  async #handle(m: JsMsg): Promise<void> {
+    this.#stats.messages++;
+    const h = m.headers;
+    const meta = ingestMessageMetaSchema.safeParse({
+      workspaceId: h?.get(INGEST_HEADERS.workspace),
+      mode: h?.get(INGEST_HEADERS.mode),
+      keyId: h?.get(INGEST_HEADERS.keyId),
+      requestId: h?.get(INGEST_HEADERS.requestId),
+      receivedAt: h?.get(INGEST_HEADERS.receivedAt),
+      encoding: h?.get(INGEST_HEADERS.encoding) || undefined,
+    });
+    if (!meta.success) {
+      // Only the API publishes here, so this is not client data; keep it out of the way, loudly.
+      this.#o.log.error({ seq: m.seq, subject: m.subject, issues: meta.error.issues }, 'ingest message without valid headers; terminated');
+      m.term();
+      return;
+    }
+    if (m.info.redelivered && (await this.#journal.isCommitted(m.seq))) {
+      this.#stats.redeliveredSkipped++;
+      m.ack();
+      return;
+    }
+    // Own copy of the body so its buffer can move to the worker.
+    const body = m.data.slice();
+    const result = await this.#pool!.run(
+      {
+        body,
+        encoding: meta.data.encoding,
+        maxDecodedBytes: this.#o.config.BODY_MAX_DECODED_BYTES,
+        mode: meta.data.mode,
+        requestId: meta.data.requestId,
+        receivedAt: meta.data.receivedAt,
+        seq: m.seq,
+      },
+      { transferList: [body.buffer as ArrayBuffer] },
+    );
+    this.#stats.executions += result.counts.executions;
+    this.#stats.logs += result.counts.logs;
+    this.#stats.metrics += result.counts.metrics;
+    this.#stats.rejected += result.counts.rejected;
+    this.#batcher!.add(m, meta.data.workspaceId, meta.data.mode, result.chunks);
+  }
+
+  async #maybePrune(): Promise<void> {
+    if (Date.now() - this.#lastPrune < PRUNE_EVERY_MS) return;
+    this.#lastPrune = Date.now();
+    try {
+      const info = await this.#o.broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+      await this.#journal.prune(info.ack_floor.stream_seq);
+    } catch (err) {
+      this.#o.log.debug({ err }, 'journal prune skipped');
+    }
+  }
+
+  /** Messages accepted but not yet committed, across all pipeline processes (the stream's backlog). */
+  async lag(): Promise<number> {
+    const info = await this.#o.broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+    return info.num_pending + info.num_ack_pending;
+  }
+
+  /** Waits until every message published so far is committed (tests, benchmarks). */
+  async drained(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if ((await this.lag()) === 0) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('pipeline did not drain in time');
+  }
+
+  /** Stops intake, finishes in-flight messages, flushes, and closes the workers. */
+  async stop(): Promise<void> {
+    await this.#messages?.close().catch(() => {});
+    await this.#loop?.catch(() => {});
+    await Promise.allSettled([...this.#inFlight]);
+    await this.#batcher?.flush();
+    // Let the final acks reach the server, then drop the journal entries they made redundant.
+    await this.#o.broker.nc.flush().catch(() => {});
+    this.#lastPrune = 0;
+    await this.#maybePrune();
+    await this.#pool?.destroy();
+    await this.#writer?.close();
+  }
+}

@@ -1,0 +1,103 @@
+import type { ExecutionRecord, ItemRejection, LogRecord, MetricRecord } from '../schemas/records.js';
+import { type CellValue, ChunkSet } from '../storage/columns.js';
+
+/**
+ * Normalized records → cells in each dataset's column order (storage/datasets.ts). Keep the two in step: a
+ * column added there gets its cell here, at the same position. Timestamps are UTC epoch milliseconds, stored
+ * as Parquet timestamps without a zone.
+ */
+
+export interface MessageMeta {
+  requestId: string;
+  receivedAt: number;
+  seq: number;
+}
+
+const LEVEL_NUM = { trace: 1, debug: 2, info: 3, warn: 4, error: 5, fatal: 6 } as const;
+
+export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] {
+  return [
+    r.executionId,
+    r.traceId,
+    r.spanId,
+    r.parentSpanId,
+    r.service,
+    r.environment,
+    r.source,
+    r.endpoint,
+    r.method,
+    r.startedAt,
+    r.durationMs,
+    r.statusCode,
+    r.outcome,
+    r.outcomeReason,
+    r.exceptionType,
+    r.exceptionMessage,
+    null, // issue_id: assigned when issues arrive
+    r.context,
+    r.request,
+    r.response,
+    r.exception,
+    r.outcomeEvidence,
+    r.fingerprint,
+    r.truncated,
+    m.requestId,
+    m.receivedAt,
+    m.seq,
+  ];
+}
+
+export function logCells(r: LogRecord, m: MessageMeta): CellValue[] {
+  return [
+    r.timestamp,
+    r.level,
+    LEVEL_NUM[r.level],
+    r.message,
+    r.service,
+    r.environment,
+    r.executionId,
+    r.traceId,
+    r.spanId,
+    r.logger,
+    r.attributes,
+    r.exception,
+    r.truncated,
+    m.requestId,
+    m.seq,
+  ];
+}
+
+export function metricCells(r: MetricRecord, m: MessageMeta): CellValue[] {
+  return [
+    r.timestamp,
+    r.name,
+    r.type,
+    r.value,
+    r.histCount,
+    r.histSum,
+    r.histMin,
+    r.histMax,
+    r.unit,
+    r.service,
+    r.environment,
+    r.tags,
+    m.requestId,
+    m.seq,
+  ];
+}
+
+export function rejectionCells(r: ItemRejection, m: MessageMeta): CellValue[] {
+  return [m.receivedAt, m.requestId, r.kind, r.index, r.code, JSON.stringify(r.details), m.seq];
+}
+
+export function toChunks(
+  out: { executions: ExecutionRecord[]; logs: LogRecord[]; metrics: MetricRecord[]; rejections: ItemRejection[] },
+  m: MessageMeta,
+): ChunkSet {
+  const set = new ChunkSet();
+  for (const r of out.executions) set.add('executions', r.startedAt, executionCells(r, m));
+  for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
+  for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));
+  for (const r of out.rejections) set.add('rejections', m.receivedAt, rejectionCells(r, m));
+  return set;
+}

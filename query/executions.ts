@@ -1,0 +1,274 @@
+import { type DatasetName } from '../storage/datasets.js';
+import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import { listPartitionFiles } from '../storage/layout.js';
+import type { Mode, Outcome } from '../schemas/records.js';
+
+/**
+ * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
+ * pieces are column names and sort orders taken from the fixed tables below.
+ */
+
+export type ExecutionSort = '-startedAt' | 'startedAt' | '-durationMs' | 'durationMs';
+
+export interface ExecutionFilter {
+  workspaceId: string;
+  mode: Mode;
+  from: number;
+  to: number;
+  serviceName?: string;
+  environment?: string;
+  status?: Outcome[];
+  method?: string;
+  /** Exact, or a prefix when it ends with `*`. */
+  endpoint?: string;
+  executionId?: string;
+  traceId?: string;
+  issueId?: string;
+  minDurationMs?: number;
+  maxDurationMs?: number;
+}
+
+export interface Page {
+  page: number;
+  pageSize: number;
+  sort: ExecutionSort;
+}
+
+const ORDER_BY: Record<ExecutionSort, string> = {
+  '-startedAt': 'started_at DESC, execution_id DESC',
+  startedAt: 'started_at ASC, execution_id ASC',
+  '-durationMs': 'duration_ms DESC, execution_id DESC',
+  durationMs: 'duration_ms ASC, execution_id ASC',
+};
+
+const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, endpoint, method, status_code,
+  duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type`;
+
+const FROM_FILES = 'read_parquet($files, union_by_name = true)';
+
+export interface BuiltQuery {
+  sql: string;
+  params: Record<string, SqlParam>;
+}
+
+/** The WHERE clause of a list query; `files` is bound by the caller. */
+export function buildExecutionWhere(f: ExecutionFilter): BuiltQuery {
+  const where = ['started_at >= epoch_ms($from::BIGINT)', 'started_at < epoch_ms($to::BIGINT)'];
+  const params: Record<string, SqlParam> = { from: f.from, to: f.to };
+  const eq = (column: string, name: string, value: string | undefined) => {
+    if (value === undefined) return;
+    where.push(`${column} = $${name}`);
+    params[name] = value;
+  };
+  eq('service', 'service', f.serviceName);
+  eq('environment', 'environment', f.environment);
+  eq('method', 'method', f.method?.toUpperCase());
+  eq('execution_id', 'executionId', f.executionId);
+  eq('trace_id', 'traceId', f.traceId);
+  eq('issue_id', 'issueId', f.issueId);
+  if (f.endpoint !== undefined) {
+    if (f.endpoint.endsWith('*')) {
+      where.push('starts_with(endpoint, $endpointPrefix)');
+      params.endpointPrefix = f.endpoint.slice(0, -1);
+    } else eq('endpoint', 'endpoint', f.endpoint);
+  }
+  if (f.status && f.status.length > 0) {
+    where.push(`outcome IN (${f.status.map((_, i) => `$status${i}`).join(', ')})`);
+    f.status.forEach((s, i) => {
+      params[`status${i}`] = s;
+    });
+  }
+  if (f.minDurationMs !== undefined) {
+    where.push('duration_ms >= $minDurationMs');
+    params.minDurationMs = f.minDurationMs;
+  }
+  if (f.maxDurationMs !== undefined) {
+    where.push('duration_ms <= $maxDurationMs');
+    params.maxDurationMs = f.maxDurationMs;
+  }
+  return { sql: where.join('\n  AND '), params };
+}
+
+export function buildListQuery(f: ExecutionFilter, p: Page): { list: BuiltQuery; count: BuiltQuery } {
+  const where = buildExecutionWhere(f);
+  const list = `SELECT ${SUMMARY_COLUMNS}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
+  const count = `SELECT count(*)::DOUBLE AS total\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
+  return {
+    list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
+    count: { sql: count, params: where.params },
+  };
+}
+
+const iso = (ms: unknown) => new Date(Number(ms)).toISOString();
+const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
+
+export interface ExecutionSummary {
+  executionId: string;
+  traceId: string | null;
+  service: string;
+  environment: string;
+  mode: Mode;
+  source: string;
+  endpoint: string;
+  method: string | null;
+  statusCode: number | null;
+  durationMs: number;
+  outcome: Outcome;
+  startedAt: string;
+  issueId: string | null;
+  exceptionType: string | null;
+}
+
+function toSummary(r: Row, mode: Mode): ExecutionSummary {
+  return {
+    executionId: r.execution_id as string,
+    traceId: (r.trace_id as string | null) ?? null,
+    service: r.service as string,
+    environment: r.environment as string,
+    mode,
+    source: r.source as string,
+    endpoint: r.endpoint as string,
+    method: (r.method as string | null) ?? null,
+    statusCode: num(r.status_code),
+    durationMs: Number(r.duration_ms),
+    outcome: r.outcome as Outcome,
+    startedAt: iso(r.started_at_ms),
+    issueId: (r.issue_id as string | null) ?? null,
+    exceptionType: (r.exception_type as string | null) ?? null,
+  };
+}
+
+async function files(engineDataDir: string, dataset: DatasetName, f: { workspaceId: string; mode: Mode }, from: number, to: number) {
+  return listPartitionFiles(engineDataDir, dataset, f.workspaceId, f.mode, from, to);
+}
+
+export interface ExecutionPage {
+  data: ExecutionSummary[];
+  total: number;
+}
+
+export async function listExecutions(engine: QueryEngine, dataDir: string, f: ExecutionFilter, p: Page): Promise<ExecutionPage> {
+  const paths = await files(dataDir, 'executions', f, f.from, f.to);
+  if (paths.length === 0) return { data: [], total: 0 };
+  const q = buildListQuery(f, p);
+  const [rows, count] = await Promise.all([
+    engine.all(q.list.sql, { ...q.list.params, files: paths }),
+    engine.all(q.count.sql, { ...q.count.params, files: paths }),
+  ]);
+  return { data: rows.map((r) => toSummary(r, f.mode)), total: Number(count[0]?.total ?? 0) };
+}
+
+export interface LogItem {
+  timestamp: string;
+  level: string;
+  message: string;
+  service: string;
+  environment: string;
+  executionId: string | null;
+  traceId: string | null;
+  spanId: string | null;
+  logger: string | null;
+  attributes: unknown;
+  exception: unknown;
+  truncated: boolean;
+}
+
+export interface ExecutionDetail extends ExecutionSummary {
+  spanId: string | null;
+  parentSpanId: string | null;
+  context: unknown;
+  request: unknown;
+  response: unknown;
+  exception: unknown;
+  outcomeReason: string;
+  outcomeEvidence: unknown;
+  truncated: boolean;
+  issue: { id: string; title: string; status: string } | null;
+  logs: LogItem[];
+  logsTruncated: boolean;
+}
+
+/** Logs correlated to an execution are looked for this far around it. */
+const LOG_WINDOW_MS = 3_600_000;
+export const DETAIL_LOG_LIMIT = 1000;
+
+export async function getExecution(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  executionId: string,
+): Promise<ExecutionDetail | null> {
+  const paths = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
+  if (paths.length === 0) return null;
+  const rows = await engine.all(
+    `SELECT ${SUMMARY_COLUMNS}, span_id, parent_span_id, context, request, response, exception, outcome_reason,
+       outcome_evidence, truncated
+     FROM ${FROM_FILES}
+     WHERE execution_id = $id
+     ORDER BY received_at DESC
+     LIMIT 1`,
+    { files: paths, id: executionId },
+  );
+  const r = rows[0];
+  if (!r) return null;
+  const summary = toSummary(r, scope.mode);
+  const startedAt = Number(r.started_at_ms);
+  const logs = await listExecutionLogs(engine, dataDir, scope, executionId, startedAt, summary.durationMs, {
+    limit: DETAIL_LOG_LIMIT + 1,
+    offset: 0,
+  });
+  return {
+    ...summary,
+    spanId: (r.span_id as string | null) ?? null,
+    parentSpanId: (r.parent_span_id as string | null) ?? null,
+    context: json(r.context),
+    request: json(r.request),
+    response: json(r.response),
+    exception: json(r.exception),
+    outcomeReason: r.outcome_reason as string,
+    outcomeEvidence: json(r.outcome_evidence),
+    truncated: Boolean(r.truncated),
+    issue: null,
+    logs: logs.slice(0, DETAIL_LOG_LIMIT),
+    logsTruncated: logs.length > DETAIL_LOG_LIMIT,
+  };
+}
+
+export async function listExecutionLogs(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  executionId: string,
+  startedAt: number,
+  durationMs: number,
+  page: { limit: number; offset: number },
+): Promise<LogItem[]> {
+  const from = startedAt - LOG_WINDOW_MS;
+  const to = startedAt + durationMs + LOG_WINDOW_MS;
+  const paths = await files(dataDir, 'logs', scope, from, to);
+  if (paths.length === 0) return [];
+  const rows = await engine.all(
+    `SELECT epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id, trace_id,
+       span_id, logger, attributes, exception, truncated
+     FROM ${FROM_FILES}
+     WHERE execution_id = $id
+     ORDER BY timestamp ASC, ingest_seq ASC
+     LIMIT $limit OFFSET $offset`,
+    { files: paths, id: executionId, limit: page.limit, offset: page.offset },
+  );
+  return rows.map((l) => ({
+    timestamp: iso(l.ts_ms),
+    level: l.level as string,
+    message: l.message as string,
+    service: l.service as string,
+    environment: l.environment as string,
+    executionId: (l.execution_id as string | null) ?? null,
+    traceId: (l.trace_id as string | null) ?? null,
+    spanId: (l.span_id as string | null) ?? null,
+    logger: (l.logger as string | null) ?? null,
+    attributes: json(l.attributes),
+    exception: json(l.exception),
+    truncated: Boolean(l.truncated),
+  }));
+}

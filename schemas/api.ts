@@ -1,0 +1,53 @@
+import { z } from 'zod';
+import { MODES, OUTCOMES } from './records.js';
+
+/** Parameters and answers of the HTTP API (CONTRACT §1, §5, §6). */
+
+const MAX_TIME_MS = 8_640_000_000_000_000;
+
+/** RFC 3339 with a zone, or epoch milliseconds. */
+export const timeParam = z.union([z.string(), z.number()]).transform((v, ctx) => {
+  const ms =
+    typeof v === 'number' || /^-?\d+(\.\d+)?$/.test(v)
+      ? Number(v)
+      : /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v)
+        ? Date.parse(v)
+        : Number.NaN;
+  if (!Number.isFinite(ms) || Math.abs(ms) > MAX_TIME_MS) {
+    ctx.addIssue({ code: 'custom', message: 'expected an RFC 3339 timestamp with a zone, or epoch milliseconds' });
+    return z.NEVER;
+  }
+  return Math.trunc(ms);
+});
+
+const idShape = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'expected 1–128 of A-Z a-z 0-9 . _ : -');
+const nonNegNumber = z.coerce.number().finite().min(0);
+
+export const executionListQuerySchema = z.strictObject({
+  mode: z.enum(MODES).optional(),
+  serviceName: z.string().min(1).max(128).optional(),
+  environment: z.string().min(1).max(64).optional(),
+  status: z
+    .string()
+    .transform((s) => s.split(',').map((p) => p.trim()))
+    .pipe(z.array(z.enum(OUTCOMES)).min(1))
+    .optional(),
+  method: z.string().min(1).max(16).optional(),
+  endpoint: z.string().min(1).max(513).optional(),
+  executionId: idShape.optional(),
+  traceId: z.string().min(1).max(128).optional(),
+  issueId: z.string().min(1).max(64).optional(),
+  minDurationMs: nonNegNumber.optional(),
+  maxDurationMs: nonNegNumber.optional(),
+  from: timeParam.optional(),
+  to: timeParam.optional(),
+  sort: z.enum(['-startedAt', 'startedAt', '-durationMs', 'durationMs']).default('-startedAt'),
+  page: z.coerce.number().int().min(1).default(1),
+  pageSize: z.coerce.number().int().min(1).optional(),
+  includeMatchedContext: z.enum(['true', 'false']).optional(),
+  q: z.string().max(4096).optional(),
+});
+
+export const executionIdParamsSchema = z.object({ executionId: idShape });
+
+export const modeOnlyQuerySchema = z.strictObject({ mode: z.enum(MODES).optional() });

@@ -1,0 +1,56 @@
+// Set-up shared by `npm start` and `npm test`: plain Node, no dependencies, so it runs on a fresh clone.
+import { spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  if (r.status !== 0) {
+    process.stderr.write(`\n${cmd} ${args.join(' ')} failed (exit ${r.status ?? r.signal})\n`);
+    process.exit(r.status ?? 1);
+  }
+}
+
+/** npm ci when node_modules is missing or older than the lock file. */
+export function ensureDependencies() {
+  const marker = path.join(root, 'node_modules', '.package-lock.json');
+  const lock = path.join(root, 'package-lock.json');
+  if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
+  process.stderr.write('installing npm dependencies…\n');
+  run('npm', ['ci', '--no-audit', '--no-fund']);
+}
+
+function findNatsServer() {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
+  return dirs.some((d) => d && existsSync(path.join(d, 'nats-server')));
+}
+
+/** nats-server is needed unless NATS_URL points at a running one; on Debian as root it is installed with apt. */
+export function ensureNatsServer() {
+  if (process.env.NATS_URL || process.env.NATS_SERVER_BIN || findNatsServer()) return;
+  const debian = existsSync('/etc/debian_version');
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (debian && isRoot) {
+    process.stderr.write('nats-server is missing: installing it with apt-get…\n');
+    run('apt-get', ['update', '-qq']);
+    run('apt-get', ['install', '-y', '-qq', 'nats-server'], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    return;
+  }
+  process.stderr.write(
+    [
+      'nats-server (2.9 or newer, with JetStream) is required and was not found on PATH.',
+      debian ? '  Install it: sudo apt-get install -y nats-server' : '  Install nats-server 2.9+ from your package manager or the NATS project releases,',
+      '  or set NATS_SERVER_BIN to its path, or NATS_URL to a running server with JetStream enabled.',
+      '',
+    ].join('\n'),
+  );
+  process.exit(1);
+}
+
+/** Compiles TypeScript to dist/: the service and its worker threads run compiled JavaScript. */
+export function build() {
+  run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+}

@@ -1,0 +1,128 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { LightMyRequestResponse } from 'fastify';
+import { type NatsServerHandle, startNatsServer } from '../../broker/nats-server.js';
+import { createApiKey } from '../../control/api-keys.js';
+import { createWorkspace } from '../../control/workspaces.js';
+import { type Service, type StartOptions, startService } from '../../main.js';
+import type { Permission } from '../../schemas/control.js';
+import { type Config, loadConfig } from '../../schemas/config.js';
+import type { Mode } from '../../schemas/records.js';
+
+/** A temp directory that the test removes at the end. */
+export async function tempDir(prefix: string): Promise<string> {
+  return fs.mkdtemp(path.join(os.tmpdir(), `svc-${prefix}-`));
+}
+
+/** A real nats-server with JetStream on a free port, its store in its own temp directory. */
+export async function startTestNats(dir: string): Promise<NatsServerHandle> {
+  return startNatsServer({ dir: path.join(dir, 'nats') });
+}
+
+export function testConfig(dataDir: string, natsUrl: string, extra: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATA_DIR: dataDir,
+    NATS_URL: natsUrl,
+    PRINT_BOOTSTRAP_KEY: 'false',
+    LOG_LEVEL: 'silent',
+    FLUSH_INTERVAL_MS: '100',
+    CONSUMER_ACK_WAIT_MS: '2000',
+    PIPELINE_WORKERS: '1',
+    ...extra,
+  });
+}
+
+export interface TestTenant {
+  workspaceId: string;
+  keys: Record<string, string>;
+}
+
+/** A fresh workspace with a test key (ingest+read) and a live key (ingest+read), plus any extra keys asked for. */
+export async function createTenant(
+  service: Service,
+  extra: Record<string, { mode: Mode; permissions: Permission[] }> = {},
+): Promise<TestTenant> {
+  const ws = await createWorkspace(service.control, 'test workspace');
+  const specs: Record<string, { mode: Mode; permissions: Permission[] }> = {
+    test: { mode: 'test', permissions: ['ingest', 'read'] },
+    live: { mode: 'live', permissions: ['ingest', 'read'] },
+    ...extra,
+  };
+  const keys: Record<string, string> = {};
+  for (const [name, spec] of Object.entries(specs)) {
+    keys[name] = (await createApiKey(service.control, { workspaceId: ws.id, name, ...spec })).key;
+  }
+  return { workspaceId: ws.id, keys };
+}
+
+export interface TestStack {
+  dir: string;
+  nats: NatsServerHandle;
+  service: Service;
+  config: Config;
+  /** Stops the service, the broker, and removes the directory. */
+  close(): Promise<void>;
+}
+
+export async function startStack(name: string, extra: Record<string, string> = {}, opts: StartOptions = {}): Promise<TestStack> {
+  const dir = await tempDir(name);
+  const nats = await startTestNats(dir);
+  const config = testConfig(path.join(dir, 'data'), nats.url, extra);
+  const service = await startService(config, opts);
+  return {
+    dir,
+    nats,
+    service,
+    config,
+    close: async () => {
+      await service.stop().catch(() => {});
+      await nats.stop();
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function ingest(service: Service, key: string, body: unknown, headers: Record<string, string> = {}) {
+  return service.app!.inject({
+    method: 'POST',
+    url: '/api/ingest',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+    payload: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
+  });
+}
+
+export function get(service: Service, key: string, url: string) {
+  return service.app!.inject({ method: 'GET', url, headers: { 'x-api-key': key } });
+}
+
+export const json = <T = Record<string, unknown>>(res: LightMyRequestResponse) => res.json() as T;
+
+/** Polls until `check` returns true; fails with the last value seen. */
+export async function eventually<T>(fn: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T = await fn();
+  while (!check(last)) {
+    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last).slice(0, 500)}`);
+    await new Promise((r) => setTimeout(r, 50));
+    last = await fn();
+  }
+  return last;
+}
+
+let seq = 0;
+/** A valid execution; `over` replaces fields. */
+export function execution(over: Record<string, unknown> = {}): Record<string, unknown> {
+  seq++;
+  return {
+    executionId: `ex-${process.pid}-${Date.now().toString(36)}-${seq}`,
+    service: 'checkout',
+    environment: 'production',
+    endpoint: '/orders/42',
+    method: 'GET',
+    startedAt: new Date(Date.now() - 1000).toISOString(),
+    durationMs: 12.5,
+    statusCode: 200,
+    ...over,
+  };
+}

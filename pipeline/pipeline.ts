@@ -116,10 +116,18 @@ export class Pipeline {
     // Parse tasks in flight: enough to keep every worker busy while results are handed back.
     const maxInFlight = this.#o.config.pipelineWorkers * 4;
     for await (const m of messages) {
+      let seq: number;
+      try {
+        seq = m.seq;
+      } catch {
+        // Not a stream message (a status the client passed through while its connection closed).
+        this.#o.log.debug({ subject: m.subject }, 'skipped a message without delivery info');
+        continue;
+      }
       await this.#batcher!.waitForRoom();
       while (this.#inFlight.size >= maxInFlight) await Promise.race(this.#inFlight);
       const p = this.#handle(m).catch((err) => {
-        this.#o.log.error({ err, seq: m.seq }, 'message processing failed; it will be redelivered');
+        this.#o.log.error({ err, seq }, 'message processing failed; it will be redelivered');
         m.nak(1000);
       });
       this.#inFlight.add(p);

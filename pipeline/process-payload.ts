@@ -1,0 +1,278 @@
+import type { z } from 'zod';
+import {
+  type ExecutionItem,
+  executionItemSchema,
+  type LogItem,
+  logItemSchema,
+  type MetricPoint,
+  metricPointSchema,
+} from '../schemas/ingest-items.js';
+import type {
+  ErrorDetail,
+  ExecutionRecord,
+  ItemKind,
+  LogRecord,
+  MetricRecord,
+  Mode,
+  ProcessedPayload,
+} from '../schemas/records.js';
+import { type Classification, type ClassifyRules, classifyExecution } from './classify.js';
+import { deterministicUlid, fillResourceDefaults, type ResourceDefaults } from './normalize.js';
+import {
+  redactServiceKeys,
+  type ScrubState,
+  scrubExecutionItem,
+  scrubLogItem,
+  scrubMetricPoint,
+} from './scrub.js';
+
+export interface ProcessContext {
+  /** The mode of the key that sent the request: items naming the other mode are FORBIDDEN. */
+  mode: Mode;
+  /** Seeds the ids assigned to executions that came without one, so reprocessing is deterministic. */
+  requestId: string;
+  /** Epoch ms the API received the request; not needed by these steps, kept for the caller's records. */
+  receivedAt: number;
+}
+
+export interface ProcessOptions {
+  /** The workspace's outcome rules (CONTRACT §5 step 1); without it classification starts at step 2. */
+  classifyRules?: ClassifyRules;
+}
+
+// A hopeless item (every field wrong, thousands of frames) must not make a huge rejection record.
+const MAX_DETAILS = 20;
+const NOT_AN_OBJECT: ErrorDetail = { path: '', message: 'expected an object' };
+const NO_ITEMS: readonly unknown[] = [];
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+const toJson = (value: unknown): string | null => (value == null ? null : JSON.stringify(value));
+
+const joinPath = (prefix: string, path: string): string =>
+  prefix === '' ? path : path === '' ? prefix : `${prefix}.${path}`;
+
+/** zod issues as contract details. Paths and messages can echo client keys, so they are scrubbed too. */
+function toDetails(error: z.ZodError, prefix: string): ErrorDetail[] {
+  const count = Math.min(error.issues.length, MAX_DETAILS);
+  const details: ErrorDetail[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const issue = error.issues[i]!;
+    details[i] = {
+      path: redactServiceKeys(joinPath(prefix, issue.path.map(String).join('.'))),
+      message: redactServiceKeys(issue.message),
+    };
+  }
+  return details;
+}
+
+/** A detail when the item names the other mode; an invalid mode value is left to validation. */
+function modeMismatch(mode: unknown, keyMode: Mode, path: string): ErrorDetail | null {
+  if ((mode !== 'test' && mode !== 'live') || mode === keyMode) return null;
+  return { path, message: `mode "${mode}" is not the mode of the key ("${keyMode}")` };
+}
+
+class PayloadProcessor {
+  readonly out: ProcessedPayload = { executions: [], logs: [], metrics: [], rejections: [] };
+  private readonly ctx: ProcessContext;
+  private readonly resource: ResourceDefaults | undefined;
+  private readonly classifyRules: ClassifyRules | undefined;
+
+  constructor(
+    ctx: ProcessContext,
+    resource: ResourceDefaults | undefined,
+    classifyRules: ClassifyRules | undefined,
+  ) {
+    this.ctx = ctx;
+    this.resource = resource;
+    this.classifyRules = classifyRules;
+  }
+
+  private reject(
+    kind: ItemKind,
+    index: number,
+    code: 'VALIDATION_ERROR' | 'FORBIDDEN',
+    details: ErrorDetail[],
+  ): void {
+    this.out.rejections.push({ kind, index, code, details });
+  }
+
+  /** Steps 1–3 (resource defaults, mode, validation) for a top-level item; null when it was rejected. */
+  private admit<T>(kind: ItemKind, index: number, raw: unknown, schema: z.ZodType<T>): T | null {
+    if (!isObject(raw)) {
+      this.reject(kind, index, 'VALIDATION_ERROR', [NOT_AN_OBJECT]);
+      return null;
+    }
+    fillResourceDefaults(raw, this.resource);
+    const forbidden = modeMismatch(raw.mode, this.ctx.mode, 'mode');
+    if (forbidden !== null) {
+      this.reject(kind, index, 'FORBIDDEN', [forbidden]);
+      return null;
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) {
+      this.reject(kind, index, 'VALIDATION_ERROR', toDetails(parsed.error, ''));
+      return null;
+    }
+    return parsed.data;
+  }
+
+  execution(raw: unknown, index: number): void {
+    const item = this.admit('executions', index, raw, executionItemSchema);
+    if (item === null) return;
+    const state: ScrubState = { truncated: false };
+    scrubExecutionItem(item, state);
+    // After the scrub: an assigned id holds nothing to scrub, and the rules see the final id.
+    const executionId = item.executionId ?? deterministicUlid(item.startedAt, this.ctx.requestId, index);
+    item.executionId = executionId;
+    const classification = classifyExecution(item, this.classifyRules);
+    const record = toExecutionRecord(item, executionId, classification, state.truncated);
+    this.out.executions.push(record);
+    if (item.logs != null) this.inlineLogs(item.logs, index, record);
+  }
+
+  /** An invalid inline log is dropped and reported under its execution; the execution stays. */
+  private inlineLogs(logs: readonly unknown[], index: number, execution: ExecutionRecord): void {
+    for (let j = 0; j < logs.length; j++) {
+      const raw = logs[j];
+      const prefix = `logs.${j}`;
+      if (!isObject(raw)) {
+        this.reject('executions', index, 'VALIDATION_ERROR', [
+          { path: prefix, message: NOT_AN_OBJECT.message },
+        ]);
+        continue;
+      }
+      const forbidden = modeMismatch(raw.mode, this.ctx.mode, `${prefix}.mode`);
+      if (forbidden !== null) {
+        this.reject('executions', index, 'FORBIDDEN', [forbidden]);
+        continue;
+      }
+      inheritFromExecution(raw, execution);
+      const parsed = logItemSchema.safeParse(raw);
+      if (!parsed.success) {
+        this.reject('executions', index, 'VALIDATION_ERROR', toDetails(parsed.error, prefix));
+        continue;
+      }
+      this.out.logs.push(toLogRecord(parsed.data));
+    }
+  }
+
+  log(raw: unknown, index: number): void {
+    const item = this.admit('logs', index, raw, logItemSchema);
+    if (item !== null) this.out.logs.push(toLogRecord(item));
+  }
+
+  metric(raw: unknown, index: number): void {
+    const item = this.admit('metrics', index, raw, metricPointSchema);
+    if (item !== null) this.out.metrics.push(toMetricRecord(item));
+  }
+}
+
+/**
+ * Inline logs take the execution's ids, service and environment where they omit them (absent or null).
+ * In place, like fillResourceDefaults, and as idempotent: the execution's id is deterministic.
+ */
+function inheritFromExecution(log: Record<string, unknown>, execution: ExecutionRecord): void {
+  log.service ??= execution.service;
+  log.environment ??= execution.environment;
+  log.executionId ??= execution.executionId;
+  log.traceId ??= execution.traceId;
+}
+
+function toExecutionRecord(
+  item: ExecutionItem,
+  executionId: string,
+  classification: Classification,
+  truncated: boolean,
+): ExecutionRecord {
+  const exception = item.exception ?? null;
+  return {
+    executionId,
+    traceId: item.traceId ?? null,
+    spanId: item.spanId ?? null,
+    parentSpanId: item.parentSpanId ?? null,
+    service: item.service,
+    environment: item.environment,
+    source: item.source,
+    endpoint: item.endpoint,
+    method: item.method,
+    startedAt: item.startedAt,
+    durationMs: item.durationMs,
+    statusCode: item.statusCode ?? null,
+    outcome: classification.outcome,
+    outcomeReason: classification.reason,
+    exceptionType: exception?.type ?? null,
+    exceptionMessage: exception?.message ?? null,
+    context: toJson(item.context),
+    request: toJson(item.request),
+    response: toJson(item.response),
+    exception: toJson(exception),
+    outcomeEvidence: toJson(item.outcomeEvidence),
+    fingerprint: toJson(item.fingerprint),
+    truncated,
+  };
+}
+
+function toLogRecord(item: LogItem): LogRecord {
+  const state: ScrubState = { truncated: false };
+  scrubLogItem(item, state);
+  return {
+    timestamp: item.timestamp,
+    level: item.level,
+    message: item.message,
+    service: item.service,
+    environment: item.environment,
+    executionId: item.executionId ?? null,
+    traceId: item.traceId ?? null,
+    spanId: item.spanId ?? null,
+    logger: item.logger ?? null,
+    attributes: toJson(item.attributes),
+    exception: toJson(item.exception),
+    truncated: state.truncated,
+  };
+}
+
+function toMetricRecord(item: MetricPoint): MetricRecord {
+  scrubMetricPoint(item, { truncated: false });
+  const histogram = item.type === 'histogram' ? item.value : null;
+  return {
+    timestamp: item.timestamp,
+    name: item.name,
+    type: item.type,
+    value: item.type === 'histogram' ? null : item.value,
+    histCount: histogram?.count ?? null,
+    histSum: histogram?.sum ?? null,
+    histMin: histogram?.min ?? null,
+    histMax: histogram?.max ?? null,
+    unit: item.unit ?? null,
+    service: item.service,
+    environment: item.environment,
+    tags: toJson(item.tags),
+  };
+}
+
+/**
+ * Validates, normalizes, scrubs and classifies every item of one ingest request body (CONTRACT §5).
+ * Never throws on client data: an item that fails is listed in `rejections` with its kind and index.
+ * `payload` must be a freshly parsed body the caller throws away: its items get the resource's and their
+ * execution's defaults filled in place (idempotently); nothing else in it is changed.
+ * Output order: executions as sent; logs = the executions' inline logs (in execution order), then the
+ * top-level logs; metrics as sent.
+ */
+export function processPayload(
+  payload: unknown,
+  ctx: ProcessContext,
+  options: ProcessOptions = {},
+): ProcessedPayload {
+  if (!isObject(payload)) return { executions: [], logs: [], metrics: [], rejections: [] };
+  const resource = isObject(payload.resource) ? payload.resource : undefined;
+  const processor = new PayloadProcessor(ctx, resource, options.classifyRules);
+  const executions = Array.isArray(payload.executions) ? payload.executions : NO_ITEMS;
+  for (let i = 0; i < executions.length; i++) processor.execution(executions[i], i);
+  const logs = Array.isArray(payload.logs) ? payload.logs : NO_ITEMS;
+  for (let i = 0; i < logs.length; i++) processor.log(logs[i], i);
+  const metrics = Array.isArray(payload.metrics) ? payload.metrics : NO_ITEMS;
+  for (let i = 0; i < metrics.length; i++) processor.metric(metrics[i], i);
+  return processor.out;
+}

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { LOG_REDACT_PATHS } from './api/log-redaction.js';
 import { type Broker, connectBroker } from './broker/connection.js';
@@ -95,7 +95,12 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
 
   let pipeline: Pipeline | null = null;
   if (role !== 'api') {
-    pipeline = new Pipeline({ broker, config, log: log.child({ module: 'pipeline' }), afterCommit: opts.afterCommit });
+    pipeline = new Pipeline({
+      broker,
+      config,
+      log: log.child({ module: 'pipeline' }),
+      afterCommit: opts.afterCommit,
+    });
     await pipeline.start();
   }
   let app: FastifyInstance | null = null;

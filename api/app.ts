@@ -27,7 +27,10 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     reply.header('api-version', API_VERSION);
   });
   installErrorHandler(app);
-  installBodyParser(app, { maxBytes: deps.config.BODY_MAX_BYTES, maxDecodedBytes: deps.config.BODY_MAX_DECODED_BYTES });
+  installBodyParser(app, {
+    maxBytes: deps.config.BODY_MAX_BYTES,
+    maxDecodedBytes: deps.config.BODY_MAX_DECODED_BYTES,
+  });
   await app.register(healthRoutes(deps));
   await app.register(ingestRoutes(deps));
   await app.register(executionRoutes(deps));

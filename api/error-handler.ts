@@ -7,9 +7,14 @@ function fromFastify(err: FastifyError): ServiceError | null {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'the body must be application/json');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ServiceError('PAYLOAD_TOO_LARGE', 'the request body is over the limit (see GET /api/limits)');
+      return new ServiceError(
+        'PAYLOAD_TOO_LARGE',
+        'the request body is over the limit (see GET /api/limits)',
+      );
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ServiceError('VALIDATION_ERROR', 'the body is empty', [{ path: '', message: 'expected a JSON body' }]);
+      return new ServiceError('VALIDATION_ERROR', 'the body is empty', [
+        { path: '', message: 'expected a JSON body' },
+      ]);
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ServiceError('VALIDATION_ERROR', 'content-length does not match the body');
     default:
@@ -22,15 +27,24 @@ function fromFastify(err: FastifyError): ServiceError | null {
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | ServiceError, req, reply) => {
     const known = err instanceof ServiceError ? err : fromFastify(err as FastifyError);
-    const e = known ?? new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
+    const e =
+      known ??
+      new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
     if (e.status >= 500) req.log.error({ err }, 'request failed');
     else req.log.info({ code: e.code, msg: e.message }, 'request refused');
-    const body: ErrorBody = { error: { code: e.code, message: e.message, details: e.details, requestId: String(req.id) } };
+    const body: ErrorBody = {
+      error: { code: e.code, message: e.message, details: e.details, requestId: String(req.id) },
+    };
     reply.code(e.status).headers(e.headers).send(body);
   });
   app.setNotFoundHandler((req, reply) => {
     const body: ErrorBody = {
-      error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}`, details: [], requestId: String(req.id) },
+      error: {
+        code: 'NOT_FOUND',
+        message: `no route ${req.method} ${req.url.split('?')[0]}`,
+        details: [],
+        requestId: String(req.id),
+      },
     };
     reply.code(404).send(body);
   });

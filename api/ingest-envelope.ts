@@ -1,4 +1,4 @@
-import { ServiceError, forbidden, validationError } from '../schemas/errors.js';
+import { forbidden, ServiceError, validationError } from '../schemas/errors.js';
 import type { Mode } from '../schemas/records.js';
 
 export interface ItemCounts {
@@ -13,7 +13,8 @@ export interface ItemLimits {
   metrics: number;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * The checks made before a payload is accepted (CONTRACT §5 "What is checked when"): an object, item arrays
@@ -26,12 +27,16 @@ export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits):
   }
   const resource = body.resource;
   if (resource !== undefined && !isObject(resource)) {
-    throw validationError('resource must be an object', [{ path: 'resource', message: 'expected an object' }]);
+    throw validationError('resource must be an object', [
+      { path: 'resource', message: 'expected an object' },
+    ]);
   }
   const mode = resource?.mode;
   if (mode !== undefined) {
     if (mode !== 'test' && mode !== 'live') {
-      throw validationError('resource.mode must be test or live', [{ path: 'resource.mode', message: 'expected test or live' }]);
+      throw validationError('resource.mode must be test or live', [
+        { path: 'resource.mode', message: 'expected test or live' },
+      ]);
     }
     if (mode !== keyMode) throw forbidden(`a ${keyMode} key cannot send ${mode} data`);
   }
@@ -44,12 +49,18 @@ export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits):
   const executions = (body.executions as unknown[] | undefined) ?? [];
   let logs = ((body.logs as unknown[] | undefined) ?? []).length;
   for (const e of executions) if (isObject(e) && Array.isArray(e.logs)) logs += e.logs.length;
-  const counts = { executions: executions.length, logs, metrics: ((body.metrics as unknown[] | undefined) ?? []).length };
+  const counts = {
+    executions: executions.length,
+    logs,
+    metrics: ((body.metrics as unknown[] | undefined) ?? []).length,
+  };
   for (const kind of ['executions', 'logs', 'metrics'] as const) {
     if (counts[kind] > limits[kind]) {
-      throw new ServiceError('PAYLOAD_TOO_LARGE', `${counts[kind]} ${kind} in one request; at most ${limits[kind]}`, [
-        { path: kind, message: `at most ${limits[kind]} items per request` },
-      ]);
+      throw new ServiceError(
+        'PAYLOAD_TOO_LARGE',
+        `${counts[kind]} ${kind} in one request; at most ${limits[kind]}`,
+        [{ path: kind, message: `at most ${limits[kind]} items per request` }],
+      );
     }
   }
   return counts;

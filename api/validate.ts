@@ -6,7 +6,10 @@ export function zodDetails(error: z.ZodError, prefix = ''): ErrorDetail[] {
   return error.issues.map((i) => {
     const path = [prefix, ...i.path.map(String)].filter((p) => p !== '').join('.');
     if (i.code === 'unrecognized_keys') {
-      return { path: i.keys.map((k) => [path, k].filter(Boolean).join('.')).join(', '), message: `unknown parameter` };
+      return {
+        path: i.keys.map((k) => [path, k].filter(Boolean).join('.')).join(', '),
+        message: `unknown parameter`,
+      };
     }
     return { path, message: i.message };
   });
@@ -18,5 +21,8 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what:
   if (r.success) return r.data;
   const details = zodDetails(r.error);
   const first = details[0];
-  throw validationError(first ? `${what}: ${first.path || 'body'}: ${first.message}` : `invalid ${what}`, details);
+  throw validationError(
+    first ? `${what}: ${first.path || 'body'}: ${first.message}` : `invalid ${what}`,
+    details,
+  );
 }

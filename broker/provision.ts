@@ -1,4 +1,10 @@
-import { AckPolicy, DeliverPolicy, DiscardPolicy, type JetStreamManager, StorageType } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  type JetStreamManager,
+  StorageType,
+} from '@nats-io/jetstream';
 import type { Kvm } from '@nats-io/kv';
 import { nanos } from '@nats-io/transport-node';
 
@@ -25,7 +31,11 @@ const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
 
 function isNotFound(err: unknown): boolean {
   const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
-  return e?.api_error?.err_code === 10059 || e?.api_error?.err_code === 10014 || /not found/i.test(e?.message ?? '');
+  return (
+    e?.api_error?.err_code === 10059 ||
+    e?.api_error?.err_code === 10014 ||
+    /not found/i.test(e?.message ?? '')
+  );
 }
 
 /** Creates or updates the stream, the pipeline consumer and the buckets; safe to run on every start. */

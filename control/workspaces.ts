@@ -12,6 +12,6 @@ export async function createWorkspace(store: ControlStore, name: string): Promis
 
 export async function getWorkspace(store: ControlStore, id: string): Promise<WorkspaceRecord | null> {
   const entry = await store.workspaces.get(id);
-  if (!entry || entry.operation !== 'PUT') return null;
+  if (entry?.operation !== 'PUT') return null;
   return workspaceRecordSchema.parse(entry.json());
 }

@@ -49,7 +49,8 @@ export class Batcher {
 
   add(msg: JsMsg, workspaceId: string, mode: Mode, chunks: ColumnChunk[]): void {
     const b = this.#batch;
-    if (b.messages.length === 0) this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
+    if (b.messages.length === 0)
+      this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
     b.messages.push(msg);
     for (const c of chunks) {
       const key = `${c.dataset}|${workspaceId}|${mode}|${c.hour}`;
@@ -111,7 +112,10 @@ export class Batcher {
         );
       } catch (err) {
         // Nothing was committed: the messages come back and are processed again.
-        this.#o.log.error({ err, messages: batch.messages.length }, 'batch write failed; messages will be redelivered');
+        this.#o.log.error(
+          { err, messages: batch.messages.length },
+          'batch write failed; messages will be redelivered',
+        );
         for (const m of batch.messages) m.nak(1000);
         return;
       }

@@ -39,7 +39,11 @@ export default function parse(task: ParseTask): ParseResult {
   let out: ReturnType<typeof processPayload>;
   try {
     payload = decode(task);
-    out = processPayload(payload, { mode: task.mode, requestId: task.requestId, receivedAt: task.receivedAt });
+    out = processPayload(payload, {
+      mode: task.mode,
+      requestId: task.requestId,
+      receivedAt: task.receivedAt,
+    });
   } catch (err) {
     // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a
     // record of it rather than lose it silently.
@@ -48,7 +52,12 @@ export default function parse(task: ParseTask): ParseResult {
       logs: [],
       metrics: [],
       rejections: [
-        { kind: 'executions', index: -1, code: 'VALIDATION_ERROR', details: [{ path: '', message: String(err) }] },
+        {
+          kind: 'executions',
+          index: -1,
+          code: 'VALIDATION_ERROR',
+          details: [{ path: '', message: String(err) }],
+        },
       ],
     };
   }
@@ -63,6 +72,9 @@ export default function parse(task: ParseTask): ParseResult {
     },
   };
   // The chunks' buffers move to the main thread instead of being copied.
-  const movable = { [Piscina.transferableSymbol]: chunks.flatMap(chunkBuffers), [Piscina.valueSymbol]: result };
+  const movable = {
+    [Piscina.transferableSymbol]: chunks.flatMap(chunkBuffers),
+    [Piscina.valueSymbol]: result,
+  };
   return Piscina.move(movable as never) as unknown as ParseResult;
 }

@@ -2,8 +2,8 @@ import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
 import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
-import type { Config } from '../schemas/config.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messages.js';
+import type { Config } from '../schemas/config.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
 import { workerFile } from '../storage/worker-file.js';
@@ -148,7 +148,10 @@ export class Pipeline {
     });
     if (!meta.success) {
       // Only the API publishes here, so this is not client data; keep it out of the way, loudly.
-      this.#o.log.error({ seq: m.seq, subject: m.subject, issues: meta.error.issues }, 'ingest message without valid headers; terminated');
+      this.#o.log.error(
+        { seq: m.seq, subject: m.subject, issues: meta.error.issues },
+        'ingest message without valid headers; terminated',
+      );
       m.term();
       return;
     }

@@ -91,7 +91,12 @@ export function rejectionCells(r: ItemRejection, m: MessageMeta): CellValue[] {
 }
 
 export function toChunks(
-  out: { executions: ExecutionRecord[]; logs: LogRecord[]; metrics: MetricRecord[]; rejections: ItemRejection[] },
+  out: {
+    executions: ExecutionRecord[];
+    logs: LogRecord[];
+    metrics: MetricRecord[];
+    rejections: ItemRejection[];
+  },
   m: MessageMeta,
 ): ChunkSet {
   const set = new ChunkSet();

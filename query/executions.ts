@@ -1,7 +1,7 @@
-import { type DatasetName } from '../storage/datasets.js';
+import type { Mode, Outcome } from '../schemas/records.js';
+import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import type { Mode, Outcome } from '../schemas/records.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -139,7 +139,13 @@ function toSummary(r: Row, mode: Mode): ExecutionSummary {
   };
 }
 
-async function files(engineDataDir: string, dataset: DatasetName, f: { workspaceId: string; mode: Mode }, from: number, to: number) {
+async function files(
+  engineDataDir: string,
+  dataset: DatasetName,
+  f: { workspaceId: string; mode: Mode },
+  from: number,
+  to: number,
+) {
   return listPartitionFiles(engineDataDir, dataset, f.workspaceId, f.mode, from, to);
 }
 
@@ -148,7 +154,12 @@ export interface ExecutionPage {
   total: number;
 }
 
-export async function listExecutions(engine: QueryEngine, dataDir: string, f: ExecutionFilter, p: Page): Promise<ExecutionPage> {
+export async function listExecutions(
+  engine: QueryEngine,
+  dataDir: string,
+  f: ExecutionFilter,
+  p: Page,
+): Promise<ExecutionPage> {
   const paths = await files(dataDir, 'executions', f, f.from, f.to);
   if (paths.length === 0) return { data: [], total: 0 };
   const q = buildListQuery(f, p);

@@ -14,7 +14,10 @@ export const timeParam = z.union([z.string(), z.number()]).transform((v, ctx) =>
         ? Date.parse(v)
         : Number.NaN;
   if (!Number.isFinite(ms) || Math.abs(ms) > MAX_TIME_MS) {
-    ctx.addIssue({ code: 'custom', message: 'expected an RFC 3339 timestamp with a zone, or epoch milliseconds' });
+    ctx.addIssue({
+      code: 'custom',
+      message: 'expected an RFC 3339 timestamp with a zone, or epoch milliseconds',
+    });
     return z.NEVER;
   }
   return Math.trunc(ms);

@@ -7,7 +7,8 @@ import { z } from 'zod';
  * Every knob and limit of the service is here, with its default.
  */
 
-const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def);
+const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max).default(def);
 const bool = (def: boolean) =>
   z
     .enum(['true', 'false', '1', '0'])
@@ -82,7 +83,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError('invalid configuration:\n  PAGE_SIZE_DEFAULT: must not exceed PAGE_SIZE_MAX');
   }
   if (c.BODY_MAX_DECODED_BYTES < c.BODY_MAX_BYTES) {
-    throw new ConfigError('invalid configuration:\n  BODY_MAX_DECODED_BYTES: must be at least BODY_MAX_BYTES');
+    throw new ConfigError(
+      'invalid configuration:\n  BODY_MAX_DECODED_BYTES: must be at least BODY_MAX_BYTES',
+    );
   }
   return Object.freeze({
     ...c,

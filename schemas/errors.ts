@@ -27,7 +27,12 @@ export class ServiceError extends Error {
   /** Extra response headers (retry-after, www-authenticate…). */
   readonly headers: Record<string, string>;
 
-  constructor(code: ErrorCode, message: string, details: ErrorDetail[] = [], headers: Record<string, string> = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    details: ErrorDetail[] = [],
+    headers: Record<string, string> = {},
+  ) {
     super(message);
     this.name = 'ServiceError';
     this.code = code;

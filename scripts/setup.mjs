@@ -24,7 +24,13 @@ export function ensureDependencies() {
 }
 
 function findNatsServer() {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
+  const dirs = [
+    ...(process.env.PATH ?? '').split(path.delimiter),
+    '/usr/sbin',
+    '/usr/local/sbin',
+    '/usr/bin',
+    '/usr/local/bin',
+  ];
   return dirs.some((d) => d && existsSync(path.join(d, 'nats-server')));
 }
 
@@ -36,13 +42,17 @@ export function ensureNatsServer() {
   if (debian && isRoot) {
     process.stderr.write('nats-server is missing: installing it with apt-get…\n');
     run('apt-get', ['update', '-qq']);
-    run('apt-get', ['install', '-y', '-qq', 'nats-server'], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    run('apt-get', ['install', '-y', '-qq', 'nats-server'], {
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
     return;
   }
   process.stderr.write(
     [
       'nats-server (2.9 or newer, with JetStream) is required and was not found on PATH.',
-      debian ? '  Install it: sudo apt-get install -y nats-server' : '  Install nats-server 2.9+ from your package manager or the NATS project releases,',
+      debian
+        ? '  Install it: sudo apt-get install -y nats-server'
+        : '  Install nats-server 2.9+ from your package manager or the NATS project releases,',
       '  or set NATS_SERVER_BIN to its path, or NATS_URL to a running server with JetStream enabled.',
       '',
     ].join('\n'),
@@ -52,5 +62,9 @@ export function ensureNatsServer() {
 
 /** Compiles TypeScript to dist/: the service and its worker threads run compiled JavaScript. */
 export function build() {
-  run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+  run(process.execPath, [
+    path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    'tsconfig.build.json',
+  ]);
 }

@@ -7,5 +7,8 @@ ensureDependencies();
 ensureNatsServer();
 build();
 const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs');
-const r = spawnSync(process.execPath, [vitest, 'run', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+const r = spawnSync(process.execPath, [vitest, 'run', ...process.argv.slice(2)], {
+  cwd: root,
+  stdio: 'inherit',
+});
 process.exit(r.status ?? 1);

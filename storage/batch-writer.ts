@@ -4,7 +4,7 @@ import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from './columns.js';
 import type { CommitJournal } from './commit-journal.js';
 import type { DatasetName } from './datasets.js';
-import { partitionDir, PARQUET_SUFFIX, TMP_SUFFIX } from './layout.js';
+import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
 import type { Codec } from './parquet-encode.js';
 import type { EncodeResult, EncodeTask } from './parquet-worker.js';
 import { workerFile } from './worker-file.js';
@@ -65,7 +65,10 @@ export class BatchWriter {
     const results = await Promise.all(
       planned.map((p) =>
         this.#pool.run(
-          { codec: this.#opts.codec, partitions: [{ dataset: p.part.dataset, tmpPath: p.tmpPath, chunks: p.part.chunks }] },
+          {
+            codec: this.#opts.codec,
+            partitions: [{ dataset: p.part.dataset, tmpPath: p.tmpPath, chunks: p.part.chunks }],
+          },
           { transferList: p.part.chunks.flatMap(chunkBuffers) },
         ),
       ),

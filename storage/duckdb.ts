@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import {
-  DuckDBConnection,
+  type DuckDBConnection,
   DuckDBInstance,
   type DuckDBType,
   type DuckDBValue,

@@ -30,7 +30,11 @@ export function partitionDir(
   mode: string,
   hour: number,
 ): string {
-  return path.join(modeDir(dataDir, dataset, workspaceId, mode), `date=${dateOf(hour)}`, `hour=${hourOf(hour)}`);
+  return path.join(
+    modeDir(dataDir, dataset, workspaceId, mode),
+    `date=${dateOf(hour)}`,
+    `hour=${hourOf(hour)}`,
+  );
 }
 
 async function readdirOrEmpty(dir: string): Promise<string[]> {

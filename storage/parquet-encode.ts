@@ -59,7 +59,10 @@ function packBits(bytes: Uint8Array): Uint8Array {
   return out;
 }
 
-function concatValidity(parts: ColumnData[], total: number): { bitmap: Uint8Array | undefined; nulls: number } {
+function concatValidity(
+  parts: ColumnData[],
+  total: number,
+): { bitmap: Uint8Array | undefined; nulls: number } {
   if (!parts.some((p) => p.valid)) return { bitmap: undefined, nulls: 0 };
   const all = new Uint8Array(total);
   let at = 0;

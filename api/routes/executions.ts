@@ -9,7 +9,12 @@ import { parseInput } from '../validate.js';
 const DAY_MS = 86_400_000;
 
 /** Resolves `from`/`to` (CONTRACT §1: from inclusive, to exclusive, default the last `defaultDays`). */
-export function timeWindow(from: number | undefined, to: number | undefined, defaultDays: number, now = Date.now()) {
+export function timeWindow(
+  from: number | undefined,
+  to: number | undefined,
+  defaultDays: number,
+  now = Date.now(),
+) {
   const end = to ?? (from !== undefined ? Math.max(now, from + 1) : now);
   const start = from ?? end - defaultDays * DAY_MS;
   if (start >= end) {
@@ -18,7 +23,8 @@ export function timeWindow(from: number | undefined, to: number | undefined, def
   return { from: start, to: end };
 }
 
-export const executionRoutes = (deps: AppDeps): FastifyPluginAsync =>
+export const executionRoutes =
+  (deps: AppDeps): FastifyPluginAsync =>
   async (app) => {
     const { config } = deps;
 
@@ -31,16 +37,26 @@ export const executionRoutes = (deps: AppDeps): FastifyPluginAsync =>
       const q = parseInput(executionListQuerySchema, rest, 'query');
       const pageSize = q.pageSize ?? config.PAGE_SIZE_DEFAULT;
       const details = [];
-      if (pageSize > config.PAGE_SIZE_MAX) details.push({ path: 'pageSize', message: `must be at most ${config.PAGE_SIZE_MAX}` });
+      if (pageSize > config.PAGE_SIZE_MAX)
+        details.push({ path: 'pageSize', message: `must be at most ${config.PAGE_SIZE_MAX}` });
       if (q.page * pageSize > config.MAX_RESULT_WINDOW) {
-        details.push({ path: 'page', message: `page × pageSize must not exceed ${config.MAX_RESULT_WINDOW}; narrow the time range` });
+        details.push({
+          path: 'page',
+          message: `page × pageSize must not exceed ${config.MAX_RESULT_WINDOW}; narrow the time range`,
+        });
       }
-      if (q.minDurationMs !== undefined && q.maxDurationMs !== undefined && q.minDurationMs > q.maxDurationMs) {
+      if (
+        q.minDurationMs !== undefined &&
+        q.maxDurationMs !== undefined &&
+        q.minDurationMs > q.maxDurationMs
+      ) {
         details.push({ path: 'minDurationMs', message: 'must not exceed maxDurationMs' });
       }
       if (details.length > 0) throw validationError(`${details[0]!.path} ${details[0]!.message}`, details);
       if (q.q !== undefined) {
-        throw validationError('the query language is not available yet', [{ path: 'q', message: 'not supported yet' }]);
+        throw validationError('the query language is not available yet', [
+          { path: 'q', message: 'not supported yet' },
+        ]);
       }
       if (contextKeys.length > 0) {
         // No workspace has indexed context keys yet, so every context key is outside the allowed set.
@@ -86,7 +102,12 @@ export const executionRoutes = (deps: AppDeps): FastifyPluginAsync =>
       const mode = resolveMode(principal, raw.mode);
       parseInput(modeOnlyQuerySchema, raw, 'query');
       const { executionId } = parseInput(executionIdParamsSchema, req.params, 'path');
-      const detail = await getExecution(deps.engine, config.dataDir, { workspaceId: principal.workspaceId, mode }, executionId);
+      const detail = await getExecution(
+        deps.engine,
+        config.dataDir,
+        { workspaceId: principal.workspaceId, mode },
+        executionId,
+      );
       if (!detail) throw notFound(`no execution ${executionId} in this workspace and mode`);
       return detail;
     });

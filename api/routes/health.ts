@@ -4,7 +4,8 @@ import { unavailable } from '../../schemas/errors.js';
 import type { AppDeps } from '../deps.js';
 
 /** CONTRACT §11: alive, and ready (broker reachable, storage writable). */
-export const healthRoutes = (deps: AppDeps): FastifyPluginAsync =>
+export const healthRoutes =
+  (deps: AppDeps): FastifyPluginAsync =>
   async (app) => {
     app.get('/healthz', async () => ({ status: 'ok' }));
     app.get('/readyz', async () => {
@@ -14,7 +15,9 @@ export const healthRoutes = (deps: AppDeps): FastifyPluginAsync =>
         .then(() => true)
         .catch(() => false);
       if (!broker || !storage) {
-        throw unavailable(`not ready: ${[!broker && 'broker unreachable', !storage && 'storage not writable'].filter(Boolean).join(', ')}`);
+        throw unavailable(
+          `not ready: ${[!broker && 'broker unreachable', !storage && 'storage not writable'].filter(Boolean).join(', ')}`,
+        );
       }
       return { status: 'ready', checks: { broker: 'ok', storage: 'ok' } };
     });

@@ -12,7 +12,8 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
 const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(data).digest('hex');
 
 /** POST /api/ingest (CONTRACT §5): checked at once, stored durably by the broker, then 202. */
-export const ingestRoutes = (deps: AppDeps): FastifyPluginAsync =>
+export const ingestRoutes =
+  (deps: AppDeps): FastifyPluginAsync =>
   async (app) => {
     const { config } = deps;
     app.post('/api/ingest', { config: { rawJsonBody: true } }, async (req, reply) => {
@@ -34,7 +35,8 @@ export const ingestRoutes = (deps: AppDeps): FastifyPluginAsync =>
       }
       // Scoped to the workspace and mode, so two workspaces sending the same bytes are never merged.
       const scope = `${principal.workspaceId}.${principal.mode}`;
-      const msgId = typeof idem === 'string' ? `${scope}.k.${sha256(idem)}` : `${scope}.b.${sha256(body.raw)}`;
+      const msgId =
+        typeof idem === 'string' ? `${scope}.k.${sha256(idem)}` : `${scope}.b.${sha256(body.raw)}`;
       const requestId = String(req.id);
       const result = await publishIngest(
         deps.broker,

@@ -52,9 +52,10 @@ describe('broker outage', () => {
     expect(json(accepted).duplicate).toBe(false);
 
     const listed = await eventually(
-      async () => json<{ total: number; data: { executionId: string }[] }>(
-        await get(stack.service, tenant.keys.test!, `/api/executions?serviceName=${service}&pageSize=100`),
-      ),
+      async () =>
+        json<{ total: number; data: { executionId: string }[] }>(
+          await get(stack.service, tenant.keys.test!, `/api/executions?serviceName=${service}&pageSize=100`),
+        ),
       (l) => l.total === 60,
       20_000,
     );

@@ -1,7 +1,7 @@
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listPartitionFiles } from '../../storage/layout.js';
 import { QueryEngine } from '../../storage/duckdb.js';
+import { listPartitionFiles } from '../../storage/layout.js';
 import {
   createTenant,
   eventually,
@@ -15,7 +15,14 @@ import {
 } from '../support/env.js';
 
 type ListAnswer = {
-  data: { executionId: string; outcome: string; durationMs: number; startedAt: string; service: string; method: string }[];
+  data: {
+    executionId: string;
+    outcome: string;
+    durationMs: number;
+    startedAt: string;
+    service: string;
+    method: string;
+  }[];
   total: number;
   hasMore: boolean;
   page: number;
@@ -26,7 +33,11 @@ let stack: TestStack;
 let tenant: TestTenant;
 
 beforeAll(async () => {
-  stack = await startStack('ingest', { BODY_MAX_BYTES: '65536', BODY_MAX_DECODED_BYTES: '262144', MAX_EXECUTIONS_PER_REQUEST: '50' });
+  stack = await startStack('ingest', {
+    BODY_MAX_BYTES: '65536',
+    BODY_MAX_DECODED_BYTES: '262144',
+    MAX_EXECUTIONS_PER_REQUEST: '50',
+  });
   tenant = await createTenant(stack.service, { ingestOnly: { mode: 'test', permissions: ['ingest'] } });
 });
 afterAll(async () => {
@@ -49,17 +60,31 @@ describe('ingest → executions', () => {
       context: { customer: { id: 'c_9', tier: 'gold' } },
       logs: [{ timestamp: Date.now() - 900, level: 'error', message: 'upstream failed' }],
     });
-    const res = await ingest(stack.service, tenant.keys.test!, { executions: [ex] }, { 'x-request-id': 'client-req-1' });
+    const res = await ingest(
+      stack.service,
+      tenant.keys.test!,
+      { executions: [ex] },
+      { 'x-request-id': 'client-req-1' },
+    );
     expect(res.statusCode).toBe(202);
     expect(res.headers['x-request-id']).toBe('client-req-1');
     expect(res.headers['api-version']).toBe('2026-11-beta');
-    expect(json(res)).toEqual({ accepted: { executions: 1, logs: 1, metrics: 0 }, duplicate: false, requestId: 'client-req-1' });
+    expect(json(res)).toEqual({
+      accepted: { executions: 1, logs: 1, metrics: 0 },
+      duplicate: false,
+      requestId: 'client-req-1',
+    });
 
     const found = await eventually(
       () => list(`?executionId=${ex.executionId}`),
       (l) => l.total === 1,
     );
-    expect(found.data[0]).toMatchObject({ executionId: ex.executionId, outcome: 'failed', method: 'POST', service: 'checkout' });
+    expect(found.data[0]).toMatchObject({
+      executionId: ex.executionId,
+      outcome: 'failed',
+      method: 'POST',
+      service: 'checkout',
+    });
 
     const detail = await get(stack.service, tenant.keys.test!, `/api/executions/${ex.executionId}`);
     expect(detail.statusCode).toBe(200);
@@ -74,7 +99,9 @@ describe('ingest → executions', () => {
       issue: null,
       logsTruncated: false,
     });
-    expect(d.logs).toEqual([expect.objectContaining({ level: 'error', message: 'upstream failed', executionId: ex.executionId })]);
+    expect(d.logs).toEqual([
+      expect.objectContaining({ level: 'error', message: 'upstream failed', executionId: ex.executionId }),
+    ]);
   });
 
   it('filters, sorts and pages the list', async () => {
@@ -97,7 +124,9 @@ describe('ingest → executions', () => {
     );
     // Default sort: newest first.
     expect(all.data.map((e) => e.executionId)).toEqual(items.map((e) => e.executionId).reverse());
-    expect((await list(`?serviceName=${service}&status=failed`)).data.map((e) => e.executionId)).toEqual([items[6]!.executionId]);
+    expect((await list(`?serviceName=${service}&status=failed`)).data.map((e) => e.executionId)).toEqual([
+      items[6]!.executionId,
+    ]);
     expect((await list(`?serviceName=${service}&status=success,failed`)).total).toBe(7);
     expect((await list(`?serviceName=${service}&method=post`)).total).toBe(3);
     expect((await list(`?serviceName=${service}&endpoint=/api/users/*`)).total).toBe(4);
@@ -110,8 +139,12 @@ describe('ingest → executions', () => {
     expect(lastPage.data.map((e) => e.executionId)).toEqual([items[6]!.executionId]);
     expect(lastPage.hasMore).toBe(false);
     // from inclusive, to exclusive.
-    const window = await list(`?serviceName=${service}&from=${base + 1000}&to=${new Date(base + 3000).toISOString()}`);
-    expect(window.data.map((e) => e.executionId).sort()).toEqual([items[1]!.executionId, items[2]!.executionId].sort());
+    const window = await list(
+      `?serviceName=${service}&from=${base + 1000}&to=${new Date(base + 3000).toISOString()}`,
+    );
+    expect(window.data.map((e) => e.executionId).sort()).toEqual(
+      [items[1]!.executionId, items[2]!.executionId].sort(),
+    );
   });
 
   it('the same request twice is stored once; an idempotency key dedupes a different body', async () => {
@@ -125,8 +158,18 @@ describe('ingest → executions', () => {
 
     const a = execution();
     const b = execution();
-    const k1 = await ingest(stack.service, tenant.keys.test!, { executions: [a] }, { 'idempotency-key': 'batch-123' });
-    const k2 = await ingest(stack.service, tenant.keys.test!, { executions: [b] }, { 'idempotency-key': 'batch-123' });
+    const k1 = await ingest(
+      stack.service,
+      tenant.keys.test!,
+      { executions: [a] },
+      { 'idempotency-key': 'batch-123' },
+    );
+    const k2 = await ingest(
+      stack.service,
+      tenant.keys.test!,
+      { executions: [b] },
+      { 'idempotency-key': 'batch-123' },
+    );
     expect([json(k1).duplicate, json(k2).duplicate]).toEqual([false, true]);
 
     await eventually(
@@ -140,9 +183,14 @@ describe('ingest → executions', () => {
 
   it('accepts gzip bodies', async () => {
     const ex = execution();
-    const res = await ingest(stack.service, tenant.keys.test!, zlib.gzipSync(JSON.stringify({ executions: [ex] })), {
-      'content-encoding': 'gzip',
-    });
+    const res = await ingest(
+      stack.service,
+      tenant.keys.test!,
+      zlib.gzipSync(JSON.stringify({ executions: [ex] })),
+      {
+        'content-encoding': 'gzip',
+      },
+    );
     expect(res.statusCode).toBe(202);
     await eventually(
       () => list(`?executionId=${ex.executionId}`),
@@ -154,7 +202,10 @@ describe('ingest → executions', () => {
     const t = execution({ service: 'mix' });
     const l = execution({ service: 'mix', mode: 'live' });
     expect((await ingest(stack.service, tenant.keys.test!, { executions: [t] })).statusCode).toBe(202);
-    expect((await ingest(stack.service, tenant.keys.live!, { resource: { mode: 'live' }, executions: [l] })).statusCode).toBe(202);
+    expect(
+      (await ingest(stack.service, tenant.keys.live!, { resource: { mode: 'live' }, executions: [l] }))
+        .statusCode,
+    ).toBe(202);
     await eventually(
       () => list('?serviceName=mix', tenant.keys.live!),
       (r) => r.total === 1,
@@ -165,11 +216,18 @@ describe('ingest → executions', () => {
     );
     expect((await list('?serviceName=mix')).data[0]!.executionId).toBe(t.executionId);
     expect((await list('?serviceName=mix', tenant.keys.live!)).data[0]!.executionId).toBe(l.executionId);
-    expect((await get(stack.service, tenant.keys.test!, `/api/executions/${l.executionId}`)).statusCode).toBe(404);
+    expect((await get(stack.service, tenant.keys.test!, `/api/executions/${l.executionId}`)).statusCode).toBe(
+      404,
+    );
     expect((await get(stack.service, tenant.keys.test!, '/api/executions?mode=live')).statusCode).toBe(403);
-    expect((await get(stack.service, tenant.keys.live!, `/api/executions/${t.executionId}?mode=test`)).statusCode).toBe(403);
+    expect(
+      (await get(stack.service, tenant.keys.live!, `/api/executions/${t.executionId}?mode=test`)).statusCode,
+    ).toBe(403);
     // A live item under a test key is refused; a live resource under a test key refuses the request.
-    const refused = await ingest(stack.service, tenant.keys.test!, { resource: { mode: 'live' }, executions: [execution()] });
+    const refused = await ingest(stack.service, tenant.keys.test!, {
+      resource: { mode: 'live' },
+      executions: [execution()],
+    });
     expect(refused.statusCode).toBe(403);
     expect(json<{ error: { code: string } }>(refused).error.code).toBe('FORBIDDEN');
   });
@@ -183,7 +241,9 @@ describe('ingest → executions', () => {
       (l) => l.total === 1,
     );
     expect((await list(`?executionId=${ex.executionId}`, other.keys.test!)).total).toBe(0);
-    expect((await get(stack.service, other.keys.test!, `/api/executions/${ex.executionId}`)).statusCode).toBe(404);
+    expect((await get(stack.service, other.keys.test!, `/api/executions/${ex.executionId}`)).statusCode).toBe(
+      404,
+    );
   });
 
   it('scrubbed headers and redacted values are absent from the stored files', async () => {
@@ -200,7 +260,14 @@ describe('ingest → executions', () => {
       () => list(`?executionId=${ex.executionId}`),
       (l) => l.total === 1,
     );
-    const files = await listPartitionFiles(stack.config.dataDir, 'executions', tenant.workspaceId, 'test', 0, Date.now() + 3_600_000);
+    const files = await listPartitionFiles(
+      stack.config.dataDir,
+      'executions',
+      tenant.workspaceId,
+      'test',
+      0,
+      Date.now() + 3_600_000,
+    );
     expect(files.length).toBeGreaterThan(0);
     const engine = await QueryEngine.open(stack.dir);
     try {
@@ -221,7 +288,9 @@ describe('ingest → executions', () => {
     const good = execution();
     const res = await ingest(stack.service, tenant.keys.test!, {
       executions: [good, { service: 'x', endpoint: '/y', startedAt: 'yesterday', durationMs: -1 }],
-      metrics: [{ name: '9bad', type: 'gauge', value: 1, timestamp: Date.now(), service: 's', environment: 'e' }],
+      metrics: [
+        { name: '9bad', type: 'gauge', value: 1, timestamp: Date.now(), service: 's', environment: 'e' },
+      ],
     });
     expect(res.statusCode).toBe(202);
     const requestId = json(res).requestId as string;
@@ -230,7 +299,14 @@ describe('ingest → executions', () => {
       (l) => l.total === 1,
     );
     await stack.service.pipeline!.drained();
-    const files = await listPartitionFiles(stack.config.dataDir, 'rejections', tenant.workspaceId, 'test', 0, Date.now() + 3_600_000);
+    const files = await listPartitionFiles(
+      stack.config.dataDir,
+      'rejections',
+      tenant.workspaceId,
+      'test',
+      0,
+      Date.now() + 3_600_000,
+    );
     const engine = await QueryEngine.open(stack.dir);
     try {
       const rows = await engine.all(
@@ -268,13 +344,17 @@ describe('ingest refusals', () => {
   });
 
   it('413 for bodies and item counts over the limits', async () => {
-    const big = await ingest(stack.service, tenant.keys.test!, { executions: [execution({ context: { blob: 'x'.repeat(70_000) } })] });
+    const big = await ingest(stack.service, tenant.keys.test!, {
+      executions: [execution({ context: { blob: 'x'.repeat(70_000) } })],
+    });
     expect(big.statusCode).toBe(413);
     expect(code(big)).toBe('PAYLOAD_TOO_LARGE');
     const bomb = zlib.gzipSync(JSON.stringify({ executions: [], pad: ' '.repeat(300_000) }));
     const decoded = await ingest(stack.service, tenant.keys.test!, bomb, { 'content-encoding': 'gzip' });
     expect(decoded.statusCode).toBe(413);
-    const many = await ingest(stack.service, tenant.keys.test!, { executions: Array.from({ length: 51 }, () => ({})) });
+    const many = await ingest(stack.service, tenant.keys.test!, {
+      executions: Array.from({ length: 51 }, () => ({})),
+    });
     expect(many.statusCode).toBe(413);
     expect(json<{ error: { details: { path: string }[] } }>(many).error.details[0]!.path).toBe('executions');
   });
@@ -302,12 +382,22 @@ describe('ingest refusals', () => {
       expect(body.error.details[0]!.path).toBe(path);
       expect(body.error.requestId).toBe(res.headers['x-request-id']);
     }
-    const badGzip = await ingest(stack.service, tenant.keys.test!, 'not gzip', { 'content-encoding': 'gzip' });
+    const badGzip = await ingest(stack.service, tenant.keys.test!, 'not gzip', {
+      'content-encoding': 'gzip',
+    });
     expect(badGzip.statusCode).toBe(400);
   });
 
   it('list parameters are validated', async () => {
-    for (const q of ['?pageSize=201', '?page=0', '?bogus=1', '?status=broken', '?from=yesterday', '?page=101&pageSize=100', '?sort=name']) {
+    for (const q of [
+      '?pageSize=201',
+      '?page=0',
+      '?bogus=1',
+      '?status=broken',
+      '?from=yesterday',
+      '?page=101&pageSize=100',
+      '?sort=name',
+    ]) {
       const res = await get(stack.service, tenant.keys.test!, `/api/executions${q}`);
       expect(res.statusCode, q).toBe(400);
       expect(code(res)).toBe('VALIDATION_ERROR');

@@ -6,8 +6,8 @@ import { type NatsServerHandle, startNatsServer } from '../../broker/nats-server
 import { createApiKey } from '../../control/api-keys.js';
 import { createWorkspace } from '../../control/workspaces.js';
 import { type Service, type StartOptions, startService } from '../../main.js';
-import type { Permission } from '../../schemas/control.js';
 import { type Config, loadConfig } from '../../schemas/config.js';
+import type { Permission } from '../../schemas/control.js';
 import type { Mode } from '../../schemas/records.js';
 
 /** A temp directory that the test removes at the end. */
@@ -65,7 +65,11 @@ export interface TestStack {
   close(): Promise<void>;
 }
 
-export async function startStack(name: string, extra: Record<string, string> = {}, opts: StartOptions = {}): Promise<TestStack> {
+export async function startStack(
+  name: string,
+  extra: Record<string, string> = {},
+  opts: StartOptions = {},
+): Promise<TestStack> {
   const dir = await tempDir(name);
   const nats = await startTestNats(dir);
   const config = testConfig(path.join(dir, 'data'), nats.url, extra);
@@ -99,11 +103,18 @@ export function get(service: Service, key: string, url: string) {
 export const json = <T = Record<string, unknown>>(res: LightMyRequestResponse) => res.json() as T;
 
 /** Polls until `check` returns true; fails with the last value seen. */
-export async function eventually<T>(fn: () => Promise<T>, check: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T>,
+  check: (v: T) => boolean,
+  timeoutMs = 15_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T = await fn();
   while (!check(last)) {
-    if (Date.now() > deadline) throw new Error(`condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last).slice(0, 500)}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `condition not met in ${timeoutMs} ms; last value: ${JSON.stringify(last).slice(0, 500)}`,
+      );
     await new Promise((r) => setTimeout(r, 50));
     last = await fn();
   }

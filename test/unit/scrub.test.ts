@@ -42,10 +42,9 @@ describe('scrubTree', () => {
   });
 
   it('keeps an own "__proto__" key as a field, never as a prototype', () => {
-    const value = JSON.parse('{"__proto__": {"password": "x"}, "note": "svc_test_abcdefghijklmnop"}') as Record<
-      string,
-      unknown
-    >;
+    const value = JSON.parse(
+      '{"__proto__": {"password": "x"}, "note": "svc_test_abcdefghijklmnop"}',
+    ) as Record<string, unknown>;
     const out = scrubTree(value, true, fresh());
     expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
     expect(JSON.stringify(out)).toBe('{"__proto__":{"password":"[redacted]"},"note":"[redacted]"}');

@@ -6,6 +6,7 @@ import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messa
 import type { Config } from '../schemas/config.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
+import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { workerFile } from '../storage/worker-file.js';
 import { Batcher } from './batcher.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
@@ -38,6 +39,9 @@ export interface PipelineOptions {
   /** Test seam: runs after a batch is committed, before its acks. */
   afterCommit?: () => Promise<void> | void;
 }
+
+/** A temporary file this old was left by a writer that died before committing it. */
+const ORPHAN_MIN_AGE_MS = 10 * 60 * 1000;
 
 /** How often the journal is pruned against the consumer's ack floor. */
 const PRUNE_EVERY_MS = 5000;
@@ -82,6 +86,8 @@ export class Pipeline {
     const { config, log } = this.#o;
     const recovered = await this.#journal.recover();
     if (recovered.entries > 0) log.info(recovered, 'commit journal recovered');
+    const orphans = await removeOrphanTempFiles(config.dataDir, ORPHAN_MIN_AGE_MS);
+    if (orphans > 0) log.info({ orphans }, 'removed uncommitted temporary files');
     this.#pool = new Piscina({
       filename: workerFile(import.meta.url, 'parse-worker.js'),
       minThreads: config.pipelineWorkers,

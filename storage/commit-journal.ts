@@ -50,7 +50,8 @@ export class CommitJournal {
   #commitNo = 0;
   /** Sequence → the entry file that holds it. */
   readonly #committed = new Map<number, string>();
-  #lastRefresh = 0;
+  /** Entry files already read: a refresh reads only the new ones. */
+  readonly #known = new Set<string>();
 
   constructor(dataDir: string, writerId = `w${crypto.randomBytes(5).toString('hex')}`) {
     this.dir = path.join(dataDir, '_journal');
@@ -60,7 +61,7 @@ export class CommitJournal {
   /** Loads every writer's entries and finishes their renames: run before consuming. */
   async recover(): Promise<{ entries: number; renamed: number }> {
     await fs.mkdir(this.dir, { recursive: true });
-    const entries = await this.#loadAll();
+    const entries = await this.#loadNew();
     let renamed = 0;
     const dirs = new Set<string>();
     for (const e of entries) {
@@ -74,8 +75,9 @@ export class CommitJournal {
     return { entries: entries.length, renamed };
   }
 
-  async #loadAll(): Promise<CommitEntry[]> {
-    const names = (await fs.readdir(this.dir)).filter((n) => n.endsWith(ENTRY_SUFFIX));
+  /** Reads the entries not read before (all of them at recovery). */
+  async #loadNew(): Promise<CommitEntry[]> {
+    const names = (await fs.readdir(this.dir)).filter((n) => n.endsWith(ENTRY_SUFFIX) && !this.#known.has(n));
     const entries: CommitEntry[] = [];
     for (const name of names) {
       let entry: CommitEntry;
@@ -85,22 +87,20 @@ export class CommitJournal {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned meanwhile
         throw err;
       }
+      this.#known.add(name);
       for (const s of entry.seqs) this.#committed.set(s, name);
       entries.push(entry);
     }
-    this.#lastRefresh = Date.now();
     return entries;
   }
 
   /**
    * True when this stream sequence is already in committed files. Only redelivered messages need asking; an
-   * unknown sequence rereads the journal (another process may have committed it), at most once a second.
+   * unknown sequence rereads the journal's new entries, since another process may have committed it.
    */
   async isCommitted(seq: number): Promise<boolean> {
     if (this.#committed.has(seq)) return true;
-    if (Date.now() - this.#lastRefresh < 1000) return false;
-    const entries = await this.#loadAll();
-    for (const e of entries) for (const f of e.files) await renameIfPending(f);
+    for (const e of await this.#loadNew()) for (const f of e.files) await renameIfPending(f);
     return this.#committed.has(seq);
   }
 
@@ -122,6 +122,7 @@ export class CommitJournal {
     }
     await fs.rename(tmpPath, finalPath);
     await fsyncDir(this.dir);
+    this.#known.add(name);
     for (const s of entry.seqs) this.#committed.set(s, name);
     const dirs = new Set<string>();
     for (const f of entry.files) {
@@ -139,6 +140,7 @@ export class CommitJournal {
     for (const [name, maxSeq] of byEntry) {
       if (maxSeq > ackFloor) continue;
       await fs.rm(path.join(this.dir, name), { force: true });
+      this.#known.delete(name);
       removed++;
     }
     if (removed > 0) for (const [seq] of this.#committed) if (seq <= ackFloor) this.#committed.delete(seq);

@@ -1,0 +1,166 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChunkSet } from '../../storage/columns.js';
+import { CommitJournal } from '../../storage/commit-journal.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
+import { removeOrphanTempFiles } from '../../storage/orphans.js';
+import { encodeParquet } from '../../storage/parquet-encode.js';
+import { tempDir } from '../support/env.js';
+
+let dir: string;
+let engine: QueryEngine;
+
+beforeAll(async () => {
+  dir = await tempDir('storage');
+  engine = await QueryEngine.open(dir);
+});
+afterAll(async () => {
+  engine?.close();
+  await fs.rm(dir, { recursive: true, force: true });
+});
+
+const HOUR = 3_600_000;
+const T0 = Date.UTC(2026, 10, 20, 22, 30);
+
+describe('Parquet encoding', () => {
+  it('round-trips every column type and null through DuckDB', async () => {
+    const set = new ChunkSet();
+    set.add('metrics', T0, [T0, 'cpu', 'gauge', 0.5, null, null, null, null, '%', 's', 'e', null, 'r1', 7]);
+    set.add('metrics', T0 + 1, [
+      T0 + 1,
+      'lat',
+      'histogram',
+      null,
+      3,
+      30,
+      1,
+      20,
+      null,
+      's',
+      'e',
+      '{"a":"é"}',
+      'r1',
+      2 ** 40,
+    ]);
+    set.add('rejections', T0, [T0, 'r2', 'executions', 4, 'VALIDATION_ERROR', '[]', 9]);
+    const chunks = set.finish();
+    expect(chunks.map((c) => [c.dataset, c.rows])).toEqual([
+      ['metrics', 2],
+      ['rejections', 1],
+    ]);
+    const file = path.join(dir, 'roundtrip.parquet');
+    await fs.writeFile(file, encodeParquet('metrics', [chunks[0]!, chunks[0]!], 'zstd'));
+    const rows = await engine.all(
+      `SELECT epoch_ms(timestamp)::DOUBLE AS ts, name, type, value, hist_count, hist_max, unit, tags,
+         ingest_seq::DOUBLE AS seq FROM read_parquet($files) ORDER BY ts, name`,
+      { files: [file] },
+    );
+    expect(rows).toHaveLength(4);
+    expect(rows[0]).toEqual({
+      ts: T0,
+      name: 'cpu',
+      type: 'gauge',
+      value: 0.5,
+      hist_count: null,
+      hist_max: null,
+      unit: '%',
+      tags: null,
+      seq: 7,
+    });
+    expect(rows[2]).toEqual({
+      ts: T0 + 1,
+      name: 'lat',
+      type: 'histogram',
+      value: null,
+      hist_count: 3,
+      hist_max: 20,
+      unit: null,
+      tags: '{"a":"é"}',
+      seq: 2 ** 40,
+    });
+  });
+});
+
+describe('partition layout', () => {
+  it('lists only the hours that overlap [from, to), in time order', async () => {
+    const make = async (hour: number, name: string) => {
+      const d = partitionDir(dir, 'logs', 'ws_layout', 'test', hour);
+      await fs.mkdir(d, { recursive: true });
+      await fs.writeFile(path.join(d, name), '');
+      return path.join(d, name);
+    };
+    const h0 = Math.floor(T0 / HOUR) * HOUR;
+    const a = await make(h0, 'a.parquet');
+    const b = await make(h0 + HOUR, 'b.parquet');
+    const c = await make(h0 + 2 * HOUR, 'c.parquet'); // crosses midnight into the next date
+    await make(h0 + HOUR, 'pending.parquet.tmp');
+    expect(path.basename(path.dirname(path.dirname(c)))).toBe('date=2026-11-21');
+    expect(await listPartitionFiles(dir, 'logs', 'ws_layout', 'test', 0, Number.MAX_SAFE_INTEGER)).toEqual([
+      a,
+      b,
+      c,
+    ]);
+    expect(
+      await listPartitionFiles(dir, 'logs', 'ws_layout', 'test', h0 + 59 * 60_000, h0 + 2 * HOUR),
+    ).toEqual([a, b]);
+    expect(await listPartitionFiles(dir, 'logs', 'ws_layout', 'test', h0 + HOUR, h0 + HOUR + 1)).toEqual([b]);
+    expect(await listPartitionFiles(dir, 'logs', 'ws_layout', 'live', 0, Number.MAX_SAFE_INTEGER)).toEqual(
+      [],
+    );
+    expect(() => partitionDir(dir, 'logs', '../etc', 'test', h0)).toThrow();
+  });
+});
+
+describe('commit journal', () => {
+  it('commits, recovers renames after a crash, answers redeliveries, and prunes', async () => {
+    const data = path.join(dir, 'journal');
+    const tmp = (n: string) => path.join(data, 'executions', `${n}.parquet.tmp`);
+    const fin = (n: string) => path.join(data, 'executions', `${n}.parquet`);
+    await fs.mkdir(path.join(data, 'executions'), { recursive: true });
+    for (const n of ['a', 'b', 'c']) await fs.writeFile(tmp(n), n);
+
+    const writer = new CommitJournal(data, 'wA');
+    await writer.recover();
+    await writer.commit({
+      writerId: 'wA',
+      commitNo: writer.nextCommitNo(),
+      seqs: [1, 2],
+      files: [{ tmpPath: tmp('a'), finalPath: fin('a') }],
+    });
+    expect(await fs.readFile(fin('a'), 'utf8')).toBe('a');
+    expect(await writer.isCommitted(2)).toBe(true);
+    expect(await writer.isCommitted(3)).toBe(false);
+
+    // A second writer commits seqs 3–4; its entry is durable but it "dies" before renaming file b.
+    const entry = {
+      writerId: 'wB',
+      commitNo: 1,
+      seqs: [3, 4],
+      files: [{ tmpPath: tmp('b'), finalPath: fin('b') }],
+    };
+    await fs.writeFile(path.join(data, '_journal', 'wB-0000000001.json'), JSON.stringify(entry));
+    // The first writer learns of it when a redelivered seq 4 arrives, and finishes the rename.
+    expect(await writer.isCommitted(4)).toBe(true);
+    expect(await fs.readFile(fin('b'), 'utf8')).toBe('b');
+
+    // A restarted process sees both entries.
+    const restarted = new CommitJournal(data, 'wC');
+    expect((await restarted.recover()).entries).toBe(2);
+    expect(await restarted.isCommitted(1)).toBe(true);
+    expect(await restarted.isCommitted(3)).toBe(true);
+
+    // Entries whose every seq is at or below the ack floor go.
+    expect(await restarted.prune(2)).toBe(1);
+    expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual(['wB-0000000001.json']);
+    expect(await restarted.prune(4)).toBe(1);
+    expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
+
+    // The uncommitted temporary file c is an orphan once it is old enough.
+    expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);
+    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(1);
+    await expect(fs.access(tmp('c'))).rejects.toThrow();
+    await expect(fs.access(fin('a'))).resolves.toBeUndefined();
+  });
+});

@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../schemas/config.js';
+
+describe('config', () => {
+  it('has working defaults', () => {
+    const c = loadConfig({});
+    expect(c.PORT).toBe(8080);
+    expect(c.DATA_DIR).toBe('./data');
+    expect(c.dataDir.endsWith('/data')).toBe(true);
+    expect(c.NATS_URL).toBeUndefined();
+    expect(c.BODY_MAX_BYTES).toBe(5 * 1024 * 1024);
+    expect(c.BODY_MAX_DECODED_BYTES).toBe(20 * 1024 * 1024);
+    expect(c.PAGE_SIZE_MAX).toBe(200);
+    expect(c.pipelineWorkers).toBeGreaterThanOrEqual(1);
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('reads and coerces the environment; empty means unset', () => {
+    const c = loadConfig({
+      PORT: '9090',
+      FLUSH_INTERVAL_MS: '250',
+      NATS_URL: '',
+      PRINT_BOOTSTRAP_KEY: 'false',
+    });
+    expect(c.PORT).toBe(9090);
+    expect(c.FLUSH_INTERVAL_MS).toBe(250);
+    expect(c.NATS_URL).toBeUndefined();
+    expect(c.PRINT_BOOTSTRAP_KEY).toBe(false);
+  });
+
+  it('names each bad variable', () => {
+    const attempt = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message;
+      }
+      throw new Error('expected a ConfigError');
+    };
+    expect(attempt({ PORT: 'eighty' })).toMatch(/PORT/);
+    const both = attempt({ PORT: '70000', LOG_LEVEL: 'loud' });
+    expect(both).toMatch(/PORT/);
+    expect(both).toMatch(/LOG_LEVEL/);
+    expect(attempt({ NATS_URL: 'not a url' })).toMatch(/NATS_URL/);
+    expect(attempt({ PAGE_SIZE_DEFAULT: '300' })).toMatch(/PAGE_SIZE_DEFAULT/);
+    expect(attempt({ PARQUET_COMPRESSION: 'lz4' })).toMatch(/PARQUET_COMPRESSION/);
+  });
+});

@@ -137,7 +137,8 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
 
   const launch = async () => {
     stopping = false;
-    const proc = spawn(bin, ['-c', confFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: a terminal's Ctrl-C reaches only the service, which stops the broker last.
+    const proc = spawn(bin, ['-c', confFile], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     child = proc;
     const forward = (chunk: Buffer) => {
       for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) log(line.trim());

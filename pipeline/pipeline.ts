@@ -22,6 +22,8 @@ export interface PipelineStats {
   messages: number;
   /** Redelivered messages whose rows were already committed: acked, not written again. */
   redeliveredSkipped: number;
+  /** Messages whose processing threw (naked, to come again): a bug or a broken worker, never client data. */
+  failed: number;
   executions: number;
   logs: number;
   metrics: number;
@@ -63,6 +65,7 @@ export class Pipeline {
   readonly #stats: PipelineStats = {
     messages: 0,
     redeliveredSkipped: 0,
+    failed: 0,
     executions: 0,
     logs: 0,
     metrics: 0,
@@ -133,6 +136,7 @@ export class Pipeline {
       await this.#batcher!.waitForRoom();
       while (this.#inFlight.size >= maxInFlight) await Promise.race(this.#inFlight);
       const p = this.#handle(m).catch((err) => {
+        this.#stats.failed++;
         this.#o.log.error({ err, seq }, 'message processing failed; it will be redelivered');
         m.nak(1000);
       });
@@ -166,8 +170,10 @@ export class Pipeline {
       m.ack();
       return;
     }
-    // Own copy of the body so its buffer can move to the worker.
-    const body = m.data.slice();
+    // A copy with its own ArrayBuffer, so that buffer can move to the worker. m.data is a Node Buffer viewing the
+    // socket's read buffer, shared with other messages: its slice() is a view, and moving that buffer would
+    // detach every other message's data (and Buffer.from would share Node's pool the same way).
+    const body = new Uint8Array(m.data);
     const result = await this.#pool!.run(
       {
         body,

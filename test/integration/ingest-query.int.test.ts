@@ -181,6 +181,27 @@ describe('ingest → executions', () => {
     expect((await list(`?executionId=${b.executionId}`)).total).toBe(0);
   });
 
+  it('a burst of small requests is stored whole, with no message failing in the pipeline', async () => {
+    // Small messages arrive several to one socket read, sharing one buffer: each must be copied before its
+    // bytes move to a worker thread, or the others' data is detached.
+    const service = `burst-${Date.now()}`;
+    const before = stack.service.pipeline!.stats().failed;
+    const responses = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        ingest(stack.service, tenant.keys.test!, {
+          executions: [execution({ service }), execution({ service })],
+        }),
+      ),
+    );
+    expect(responses.every((r) => r.statusCode === 202)).toBe(true);
+    await eventually(
+      () => list(`?serviceName=${service}&pageSize=1`),
+      (l) => l.total === 400,
+      10_000,
+    );
+    expect(stack.service.pipeline!.stats().failed - before).toBe(0);
+  });
+
   it('accepts gzip bodies', async () => {
     const ex = execution();
     const res = await ingest(

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +7,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
+import { cleanupService, ServiceProcess, serviceEntry } from './support/service-process.js';
 import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
 
 /**
@@ -19,7 +19,6 @@ import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const mainJs = path.resolve(here, '..', 'main.js');
 const resultsDir = path.resolve(here, '..', '..', 'bench', 'results');
 
 interface Options {
@@ -97,47 +96,6 @@ function jsonParseBaseline(templates: BodyTemplate[], o: Options) {
   return { executionsPerSecPerThread: (n * o.batch) / ((performance.now() - start) / 1000) };
 }
 
-async function startService(
-  dataDir: string,
-  natsUrl: string,
-  port: number,
-): Promise<{ child: ChildProcess; key: string }> {
-  const child = spawn(process.execPath, [mainJs], {
-    env: {
-      ...process.env,
-      DATA_DIR: dataDir,
-      NATS_URL: natsUrl,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const key = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the service printed no key within 60 s')), 60_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /svc_test_[A-Za-z0-9]{32}/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[0]);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`the service exited with ${code}`)));
-  });
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) return { child, key };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('the service did not become ready within 60 s');
-}
-
 async function visibleTotal(port: number, key: string): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${port}/api/executions?pageSize=1`, {
     headers: { 'x-api-key': key },
@@ -167,7 +125,8 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   };
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-ingest-'));
   const nats = await startNatsServer({ dir: path.join(dir, 'nats') });
-  let child: ChildProcess | null = null;
+  const dataDir = path.join(dir, 'data');
+  let svc: ServiceProcess | null = null;
   try {
     const run = `b${Date.now().toString(36)}`;
     const templates = Array.from({ length: o.templates }, (_, i) => buildTemplate(1000 + i, run, o.batch));
@@ -183,11 +142,18 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     );
 
     const port = await freePort();
-    const svc = await startService(path.join(dir, 'data'), nats.url, port);
-    child = svc.child;
+    svc = ServiceProcess.spawn({
+      mainJs: serviceEntry(import.meta.url),
+      dataDir,
+      port,
+      env: { NATS_URL: nats.url },
+    });
+    await svc.waitReady();
+    const key = svc.key;
+    if (!key) throw new Error('the service printed no test key on its first start');
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: o.concurrency, pipelining: 1 });
-    const headers = { authorization: `Bearer ${svc.key}`, 'content-type': 'application/json' };
-    const cpuBefore = await procStats(child.pid!);
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const cpuBefore = await procStats(svc.pid);
     const loadStart = performance.now();
     const load = await drive(
       o.concurrency,
@@ -211,12 +177,12 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     let total = 0;
     const waitDeadline = Date.now() + 120_000;
     while (Date.now() < waitDeadline) {
-      total = await visibleTotal(port, svc.key);
+      total = await visibleTotal(port, key);
       if (total >= expected) break;
       await new Promise((r) => setTimeout(r, 50));
     }
     const visibleAt = performance.now();
-    const cpuAfter = await procStats(child.pid!);
+    const cpuAfter = await procStats(svc.pid);
     await pool.close();
 
     const acceptedPerSec = expected / load.seconds;
@@ -265,11 +231,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       process.exitCode = 1;
     }
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child!.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await cleanupService(svc, dataDir);
     await nats.stop();
     if (!values.keep) await fs.rm(dir, { recursive: true, force: true });
   }

@@ -1,0 +1,770 @@
+import crypto from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { freePort } from '../broker/nats-server.js';
+import {
+  cleanupService,
+  isAlive,
+  natsServerPid,
+  ServiceProcess,
+  serviceEntry,
+} from './support/service-process.js';
+
+/**
+ * Acceptance: `kill -9` of the service during continuous ingestion, then start again: every execution that got
+ * a 202 is listed exactly once.
+ *
+ * Requests are classed by what the client can know about them:
+ *   - accepted: 202, the service promised to store every execution exactly once;
+ *   - refused: the connection was refused, so the body never reached the service and must not be stored;
+ *   - in doubt: the connection broke after the body was sent, or a 503 (a publish whose ack was lost may
+ *     still be in the stream). These may or may not be stored, but never twice.
+ * So the strict invariants are: accepted ⊆ stored, stored ⊆ accepted ∪ in-doubt, no id stored twice, and the
+ * API agrees with the files. "API total = accepted" holds exactly when no in-doubt request was stored.
+ */
+
+interface Options {
+  loops: number;
+  batch: number;
+  killAfterS: number;
+  runAfterS: number;
+  kills: number;
+  restartDelayS: number;
+  settleTimeoutS: number;
+  ackWaitMs: number;
+  ackWaitFromArgs: boolean;
+  maxRequestsPerLoop: number;
+  dataDir: string | null;
+  keep: boolean;
+  logLevel: string;
+  service: string;
+}
+
+const USAGE = `usage: node dist/bench/crash-recovery.js [options]
+  --loops N            concurrent ingestion loops (8)
+  --batch N            executions per request (100)
+  --kill-after S       seconds of ingestion before each SIGKILL (4)
+  --run-after S        seconds of ingestion after the last restart (3)
+  --kills N            kill/restart cycles (2)
+  --restart-delay S    seconds between the kill and the restart (1)
+  --settle-timeout S   how long to wait for the stored count to settle (60)
+  --ack-wait-ms MS     CONSUMER_ACK_WAIT_MS for the service (its default: 30000)
+  --max-requests N     upper bound of requests per loop (100000)
+  --data-dir DIR       DATA_DIR to use (must be new or empty); default a temp dir
+  --log-level L        service LOG_LEVEL (warn)
+  --keep               keep the temp dir (ids, data) at the end
+`;
+
+function parseOptions(args: string[]): Options {
+  const { values } = parseArgs({
+    args,
+    options: {
+      loops: { type: 'string', default: '8' },
+      batch: { type: 'string', default: '100' },
+      'kill-after': { type: 'string', default: '4' },
+      'run-after': { type: 'string', default: '3' },
+      kills: { type: 'string', default: '2' },
+      'restart-delay': { type: 'string', default: '1' },
+      'settle-timeout': { type: 'string', default: '60' },
+      'ack-wait-ms': { type: 'string' },
+      'max-requests': { type: 'string', default: '100000' },
+      'data-dir': { type: 'string' },
+      'log-level': { type: 'string', default: 'warn' },
+      keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const num = (name: string, raw: string | undefined, min: number, max: number): number => {
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n < min || n > max)
+      throw new Error(`--${name} must be a number in [${min}, ${max}]`);
+    return n;
+  };
+  const ackRaw = values['ack-wait-ms'] ?? process.env.CONSUMER_ACK_WAIT_MS;
+  return {
+    loops: Math.floor(num('loops', values.loops, 1, 256)),
+    batch: Math.floor(num('batch', values.batch, 1, 1000)),
+    killAfterS: num('kill-after', values['kill-after'], 0.1, 600),
+    runAfterS: num('run-after', values['run-after'], 0, 600),
+    kills: Math.floor(num('kills', values.kills, 1, 50)),
+    restartDelayS: num('restart-delay', values['restart-delay'], 0, 60),
+    settleTimeoutS: num('settle-timeout', values['settle-timeout'], 1, 3600),
+    ackWaitMs:
+      ackRaw === undefined || ackRaw === ''
+        ? 30_000
+        : Math.floor(num('ack-wait-ms', ackRaw, 1000, 3_600_000)),
+    ackWaitFromArgs: values['ack-wait-ms'] !== undefined,
+    maxRequestsPerLoop: Math.floor(num('max-requests', values['max-requests'], 1, 10_000_000)),
+    dataDir: values['data-dir'] ? path.resolve(values['data-dir']) : null,
+    keep: values.keep ?? false,
+    logLevel: values['log-level'] ?? 'warn',
+    service: 'bench',
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+type Outcome = 'accepted' | 'refused' | 'inDoubt' | 'other';
+
+interface RequestRecord {
+  /** Request number, global across loops: the ids are `<prefix>-<reqNo>-<i>`. */
+  reqNo: number;
+  outcome: Outcome;
+  /** Which service start (0 = first) was up when the answer came. */
+  segment: number;
+  at: number;
+  detail?: string;
+}
+
+interface IngestState {
+  stopped: boolean;
+  nextReq: number;
+  segment: number;
+  records: RequestRecord[];
+  duplicateFlags: number;
+  errorKinds: Map<string, number>;
+  otherStatuses: Map<number, number>;
+}
+
+interface KillRecord {
+  n: number;
+  killedPid: number;
+  killedAt: number;
+  /** The nats-server the killed process left running (its pid file still names it). */
+  orphanNatsPid: number | null;
+  orphanAliveAfterKill: boolean;
+  orphanGoneAfterRestart: boolean | null;
+  restartedPid: number;
+  readyAfterMs: number;
+  newNatsPid: number | null;
+  /** Kill → first 202 from the new process. */
+  firstAcceptAfterMs: number | null;
+}
+
+const execId = (prefix: string, reqNo: number, i: number) => `${prefix}-${reqNo}-${i}`;
+
+function errorKind(err: unknown): string {
+  const e = err as { code?: unknown; cause?: { code?: unknown }; name?: unknown };
+  const code = e?.code ?? e?.cause?.code ?? e?.name;
+  return typeof code === 'string' ? code : 'UNKNOWN';
+}
+
+/** Connection refused is the only failure that proves the body never left this process. */
+const NEVER_SENT = new Set(['ECONNREFUSED']);
+
+async function ingestLoop(
+  pool: Pool,
+  key: string,
+  prefix: string,
+  opts: Options,
+  state: IngestState,
+  hardDeadline: number,
+): Promise<void> {
+  for (let n = 0; n < opts.maxRequestsPerLoop && !state.stopped && Date.now() < hardDeadline; n++) {
+    const reqNo = state.nextReq++;
+    const now = Date.now();
+    const executions = Array.from({ length: opts.batch }, (_, i) => ({
+      executionId: execId(prefix, reqNo, i),
+      endpoint: `/orders/${i}`,
+      method: 'GET',
+      startedAt: now - i,
+      durationMs: 12.3,
+      statusCode: 200,
+    }));
+    const body = JSON.stringify({
+      resource: { service: opts.service, environment: 'production' },
+      executions,
+    });
+    let outcome: Outcome;
+    let detail: string | undefined;
+    try {
+      const res = await pool.request({
+        path: '/api/ingest',
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body,
+        headersTimeout: 15_000,
+        bodyTimeout: 15_000,
+      });
+      const text = await res.body.text();
+      if (res.statusCode === 202) {
+        outcome = 'accepted';
+        // Every body is unique, so the stream must never call one a duplicate.
+        if ((JSON.parse(text) as { duplicate?: unknown }).duplicate === true) state.duplicateFlags++;
+      } else if (res.statusCode === 503) {
+        outcome = 'inDoubt';
+        detail = '503';
+      } else {
+        outcome = 'other';
+        detail = `${res.statusCode} ${text.slice(0, 200)}`;
+        state.otherStatuses.set(res.statusCode, (state.otherStatuses.get(res.statusCode) ?? 0) + 1);
+      }
+    } catch (err) {
+      const kind = errorKind(err);
+      state.errorKinds.set(kind, (state.errorKinds.get(kind) ?? 0) + 1);
+      outcome = NEVER_SENT.has(kind) ? 'refused' : 'inDoubt';
+      detail = kind;
+    }
+    state.records.push({ reqNo, outcome, segment: state.segment, at: Date.now(), detail });
+    // While the service is down every attempt fails at once: back off a little instead of spinning.
+    if (outcome !== 'accepted') await sleep(outcome === 'other' ? 200 : 25);
+  }
+}
+
+async function getJson<T>(
+  pool: Pool,
+  key: string,
+  urlPath: string,
+): Promise<{ status: number; body: T | null }> {
+  const res = await pool.request({
+    path: urlPath,
+    method: 'GET',
+    headers: { authorization: `Bearer ${key}` },
+    headersTimeout: 30_000,
+    bodyTimeout: 30_000,
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) return { status: res.statusCode, body: null };
+  return { status: res.statusCode, body: JSON.parse(text) as T };
+}
+
+async function apiTotal(pool: Pool, key: string, query: string): Promise<number> {
+  const r = await getJson<{ total: number }>(pool, key, `/api/executions?${query}`);
+  if (!r.body) throw new Error(`GET /api/executions?${query} answered ${r.status}`);
+  return r.body.total;
+}
+
+async function writeIds(
+  file: string,
+  prefix: string,
+  batch: number,
+  records: RequestRecord[],
+): Promise<void> {
+  function* lines(): Generator<string> {
+    yield 'execution_id\n';
+    for (const r of records) {
+      let chunk = '';
+      for (let i = 0; i < batch; i++) chunk += `${execId(prefix, r.reqNo, i)}\n`;
+      yield chunk;
+    }
+  }
+  await pipeline(Readable.from(lines()), createWriteStream(file));
+}
+
+const sqlString = (s: string) => `'${s.replaceAll("'", "''")}'`;
+
+interface ParquetReport {
+  files: number;
+  rows: number;
+  distinctIds: number;
+  duplicateIds: number;
+  duplicateSample: { execution_id: string; n: number; files: string }[];
+  missing: number;
+  missingSample: string[];
+  storedInDoubt: number;
+  storedRefused: number;
+  storedOther: number;
+  storedUnknown: number;
+  unknownSample: string[];
+}
+
+async function checkParquet(dataDir: string, idFiles: Record<Outcome, string>): Promise<ParquetReport> {
+  const files = await listParquet(path.join(dataDir, 'executions'));
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const db = await DuckDBInstance.create(':memory:');
+  const c = await db.connect();
+  try {
+    const rows = async (sql: string) => (await c.runAndReadAll(sql)).getRowObjectsJS();
+    const one = async (sql: string) => Number((await rows(sql))[0]?.n ?? Number.NaN);
+    const glob = sqlString(path.join(dataDir, 'executions', '*', '*', '*', '*', '*.parquet'));
+    if (files.length > 0) {
+      await c.run(
+        `CREATE TABLE stored AS SELECT execution_id, filename AS file, ingest_seq
+         FROM read_parquet(${glob}, union_by_name = true, filename = true)`,
+      );
+    } else {
+      await c.run('CREATE TABLE stored (execution_id VARCHAR, file VARCHAR, ingest_seq BIGINT)');
+    }
+    for (const [name, file] of Object.entries(idFiles)) {
+      await c.run(
+        `CREATE TABLE ${name} AS SELECT DISTINCT execution_id
+         FROM read_csv(${sqlString(file)}, header = true, columns = {'execution_id': 'VARCHAR'})`,
+      );
+    }
+    const dupRows = await rows(
+      `SELECT execution_id, count(*)::INTEGER AS n,
+              string_agg(regexp_replace(file, '^.*/executions/', '') || '#seq' || ingest_seq, ' ') AS files
+       FROM stored GROUP BY execution_id HAVING count(*) > 1 ORDER BY n DESC, execution_id LIMIT 20`,
+    );
+    const missingRows = await rows(
+      'SELECT a.execution_id FROM accepted a ANTI JOIN stored s USING (execution_id) ORDER BY 1 LIMIT 20',
+    );
+    const unknownRows = await rows(
+      `SELECT DISTINCT s.execution_id FROM stored s
+       ANTI JOIN accepted a USING (execution_id) ANTI JOIN inDoubt d USING (execution_id)
+       ANTI JOIN refused r USING (execution_id) ANTI JOIN other o USING (execution_id) ORDER BY 1 LIMIT 20`,
+    );
+    const storedIn = (table: string) =>
+      one(
+        `SELECT count(DISTINCT s.execution_id)::INTEGER AS n FROM stored s SEMI JOIN ${table} t USING (execution_id)`,
+      );
+    return {
+      files: files.length,
+      rows: await one('SELECT count(*)::INTEGER AS n FROM stored'),
+      distinctIds: await one('SELECT count(DISTINCT execution_id)::INTEGER AS n FROM stored'),
+      duplicateIds: await one(
+        'SELECT count(*)::INTEGER AS n FROM (SELECT execution_id FROM stored GROUP BY 1 HAVING count(*) > 1)',
+      ),
+      duplicateSample: dupRows.map((r) => ({
+        execution_id: String(r.execution_id),
+        n: Number(r.n),
+        files: String(r.files),
+      })),
+      missing: await one(
+        'SELECT count(*)::INTEGER AS n FROM accepted a ANTI JOIN stored s USING (execution_id)',
+      ),
+      missingSample: missingRows.map((r) => String(r.execution_id)),
+      storedInDoubt: await storedIn('inDoubt'),
+      storedRefused: await storedIn('refused'),
+      storedOther: await storedIn('other'),
+      storedUnknown: await one(
+        `SELECT count(DISTINCT s.execution_id)::INTEGER AS n FROM stored s
+         ANTI JOIN accepted a USING (execution_id) ANTI JOIN inDoubt d USING (execution_id)
+         ANTI JOIN refused r USING (execution_id) ANTI JOIN other o USING (execution_id)`,
+      ),
+      unknownSample: unknownRows.map((r) => String(r.execution_id)),
+    };
+  } finally {
+    c.closeSync();
+    db.closeSync();
+  }
+}
+
+/** Committed files only (a *.parquet.tmp is not yet part of the data). */
+async function listParquet(dir: string): Promise<string[]> {
+  const entries = await fs.readdir(dir, { recursive: true }).catch(() => [] as string[]);
+  return entries.filter((e) => e.endsWith('.parquet')).map((e) => path.join(dir, e));
+}
+
+/** Groups service log lines by message and error, so a flood of one failure reads as one line. */
+function summarizeProblems(lines: string[]): { kind: string; count: number }[] {
+  const counts = new Map<string, number>();
+  for (const line of lines) {
+    let kind = line.slice(0, 160);
+    if (line.startsWith('{')) {
+      try {
+        const rec = JSON.parse(line) as { msg?: unknown; err?: { message?: unknown } };
+        const err = typeof rec.err?.message === 'string' ? `: ${rec.err.message}` : '';
+        kind = `${String(rec.msg)}${err}`.slice(0, 200);
+      } catch {
+        // keep the raw prefix
+      }
+    }
+    counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  }
+  return [...counts].map(([kind, count]) => ({ kind, count })).sort((a, b) => b.count - a.count);
+}
+
+interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+
+function table(rows: [string, string | number][]): string {
+  const width = Math.max(...rows.map(([k]) => k.length));
+  return rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n');
+}
+
+export interface CrashRecoveryResult {
+  pass: boolean;
+  checks: Check[];
+  resultFile: string;
+}
+
+export async function main(args: string[] = process.argv.slice(2)): Promise<CrashRecoveryResult> {
+  const opts = parseOptions(args);
+  const run = `${Date.now().toString(36)}${crypto.randomBytes(3).toString('hex')}`;
+  const prefix = `cr-${run}`;
+  const mainJs = serviceEntry(import.meta.url);
+  await fs.access(mainJs).catch(() => {
+    throw new Error(`${mainJs} not found: build first (npx tsc -p tsconfig.build.json)`);
+  });
+
+  if (opts.dataDir) {
+    const existing = await fs.readdir(opts.dataDir).catch(() => [] as string[]);
+    // The test key is printed only on the first start of a DATA_DIR, and old rows would blur the counts.
+    if (existing.length > 0) throw new Error(`--data-dir ${opts.dataDir} is not empty`);
+  }
+  const workDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-crash-recovery-'));
+  const dataDir = opts.dataDir ?? path.join(workDir, 'data');
+  await fs.mkdir(dataDir, { recursive: true });
+  const port = await freePort();
+  const log = (s: string) => process.stderr.write(`[crash-recovery] ${s}\n`);
+
+  let svc: ServiceProcess | null = null;
+  const starts: ServiceProcess[] = [];
+  const onSignal = () => {
+    void cleanupService(svc, dataDir)
+      .then(() => (opts.keep ? undefined : fs.rm(workDir, { recursive: true, force: true })))
+      .finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const pool = new Pool(`http://127.0.0.1:${port}`, {
+    connections: opts.loops + 2,
+    keepAliveTimeout: 10_000,
+  });
+
+  const startOne = async () => {
+    const s = ServiceProcess.spawn({
+      mainJs,
+      dataDir,
+      port,
+      logLevel: opts.logLevel,
+      env: opts.ackWaitFromArgs ? { CONSUMER_ACK_WAIT_MS: String(opts.ackWaitMs) } : {},
+    });
+    svc = s;
+    starts.push(s);
+    const readyMs = await s.waitReady(60_000);
+    return { s, readyMs };
+  };
+
+  const state: IngestState = {
+    stopped: false,
+    nextReq: 0,
+    segment: 0,
+    records: [],
+    duplicateFlags: 0,
+    errorKinds: new Map(),
+    otherStatuses: new Map(),
+  };
+  const kills: KillRecord[] = [];
+  let loops: Promise<void>[] = [];
+  try {
+    log(`DATA_DIR ${dataDir}, port ${port}, run ${run}`);
+    const first = await startOne();
+    const key = first.s.key;
+    if (!key) throw new Error(`no test key on the first start's stdout\n${first.s.tailText(30)}`);
+    log(`service ready in ${first.readyMs} ms (pid ${first.s.pid}); ingesting with ${opts.loops} loops`);
+
+    const ingestStart = Date.now();
+    const plannedMs =
+      (opts.kills * (opts.killAfterS + opts.restartDelayS) + opts.runAfterS) * 1000 + opts.kills * 60_000;
+    const hardDeadline = ingestStart + plannedMs + 60_000;
+    loops = Array.from({ length: opts.loops }, () =>
+      ingestLoop(pool, key, prefix, opts, state, hardDeadline),
+    );
+
+    for (let k = 1; k <= opts.kills; k++) {
+      await sleep(opts.killAfterS * 1000);
+      const victim = svc as ServiceProcess | null;
+      if (!victim || victim.exit)
+        throw new Error(`the service died on its own before kill ${k}\n${victim?.tailText(30)}`);
+      const natsBefore = await natsServerPid(dataDir);
+      const killedAt = Date.now();
+      process.kill(victim.pid, 'SIGKILL');
+      await victim.exited;
+      // Give the orphan a moment: it may die on its own (SIGPIPE on its log pipe) or keep running.
+      await sleep(100);
+      const orphanAlive = natsBefore !== null && isAlive(natsBefore);
+      log(
+        `kill ${k}: SIGKILL pid ${victim.pid}; orphaned nats-server ${natsBefore ?? '-'} alive=${orphanAlive}`,
+      );
+      await sleep(opts.restartDelayS * 1000);
+      state.segment = k;
+      const next = await startOne();
+      const natsAfter = await natsServerPid(dataDir);
+      kills.push({
+        n: k,
+        killedPid: victim.pid,
+        killedAt,
+        orphanNatsPid: natsBefore,
+        orphanAliveAfterKill: orphanAlive,
+        orphanGoneAfterRestart: natsBefore === null ? null : !isAlive(natsBefore),
+        restartedPid: next.s.pid,
+        readyAfterMs: next.readyMs,
+        newNatsPid: natsAfter,
+        firstAcceptAfterMs: null,
+      });
+      log(`restart ${k}: ready in ${next.readyMs} ms (pid ${next.s.pid}, nats-server ${natsAfter ?? '-'})`);
+    }
+    await sleep(opts.runAfterS * 1000);
+    state.stopped = true;
+    await Promise.all(loops);
+    const ingestEnd = Date.now();
+
+    const byOutcome = (o: Outcome) => state.records.filter((r) => r.outcome === o);
+    const accepted = byOutcome('accepted');
+    const acceptedExecutions = accepted.length * opts.batch;
+    for (const kr of kills) {
+      const firstAfter = accepted.find((r) => r.segment === kr.n);
+      kr.firstAcceptAfterMs = firstAfter ? firstAfter.at - kr.killedAt : null;
+    }
+    log(
+      `ingestion stopped after ${((ingestEnd - ingestStart) / 1000).toFixed(1)} s: ${accepted.length} requests accepted ` +
+        `(${acceptedExecutions} executions); waiting for the stored count to settle`,
+    );
+
+    // A message the killed process took but did not ack comes back only after the ack wait: its rows (once or
+    // twice) can appear that late, so the count is not final before then.
+    const lastKill = kills.at(-1)?.killedAt ?? ingestStart;
+    const notBefore = lastKill + opts.ackWaitMs + 3000;
+    const settleDeadline = Math.max(ingestEnd + opts.settleTimeoutS * 1000, notBefore + 10_000);
+    const QUIET_MS = 3000;
+    const query = `serviceName=${encodeURIComponent(opts.service)}&pageSize=1`;
+    let total = -1;
+    let changedAt = Date.now();
+    let settled = false;
+    const samples: { at: number; total: number }[] = [];
+    while (Date.now() < settleDeadline) {
+      let t: number;
+      try {
+        t = await apiTotal(pool, key, query);
+      } catch (err) {
+        log(`count query failed: ${(err as Error).message}`);
+        await sleep(500);
+        continue;
+      }
+      if (t !== total) {
+        total = t;
+        changedAt = Date.now();
+        samples.push({ at: changedAt - ingestEnd, total: t });
+      }
+      if (total >= acceptedExecutions && Date.now() >= notBefore && Date.now() - changedAt >= QUIET_MS) {
+        settled = true;
+        break;
+      }
+      await sleep(500);
+    }
+    log(
+      `count ${settled ? 'settled' : 'did NOT settle'} at ${total} after ${((Date.now() - ingestEnd) / 1000).toFixed(1)} s`,
+    );
+
+    // Per-id lookups of the requests most at risk: the last ones accepted before each kill.
+    const sampleIds: string[] = [];
+    for (let seg = 0; seg <= opts.kills; seg++) {
+      const inSeg = accepted.filter((r) => r.segment === seg).slice(-4);
+      for (const r of inSeg)
+        sampleIds.push(execId(prefix, r.reqNo, 0), execId(prefix, r.reqNo, opts.batch - 1));
+    }
+    const lookups: { id: string; total: number }[] = [];
+    for (const id of sampleIds) {
+      lookups.push({
+        id,
+        total: await apiTotal(pool, key, `executionId=${encodeURIComponent(id)}&pageSize=1`),
+      });
+    }
+
+    const idFiles: Record<Outcome, string> = {
+      accepted: path.join(workDir, 'accepted-ids.csv'),
+      inDoubt: path.join(workDir, 'in-doubt-ids.csv'),
+      refused: path.join(workDir, 'refused-ids.csv'),
+      other: path.join(workDir, 'other-ids.csv'),
+    };
+    for (const o of ['accepted', 'inDoubt', 'refused', 'other'] as const) {
+      await writeIds(idFiles[o], prefix, opts.batch, byOutcome(o));
+    }
+    const pq = await checkParquet(dataDir, idFiles);
+    // Read again after the files: a late row between the two reads would show up as a mismatch, not hide.
+    const totalAfter = await apiTotal(pool, key, query);
+    const journalLeft = (await fs.readdir(path.join(dataDir, '_journal')).catch(() => [] as string[])).filter(
+      (n) => n.endsWith('.json'),
+    ).length;
+
+    const inDoubt = byOutcome('inDoubt');
+    const refused = byOutcome('refused');
+    const other = byOutcome('other');
+    const checks: Check[] = [
+      {
+        name: 'ingestion resumed after every restart',
+        ok: kills.every((k) => k.firstAcceptAfterMs !== null),
+        detail: kills.map((k) => k.firstAcceptAfterMs ?? 'never').join(', '),
+      },
+      {
+        name: 'orphaned nats-server stopped by the restart',
+        ok: kills.every((k) => k.orphanGoneAfterRestart !== false),
+        detail: kills.map((k) => `${k.orphanNatsPid ?? '-'}:${k.orphanGoneAfterRestart}`).join(', '),
+      },
+      { name: 'stored count settled', ok: settled, detail: `${total}` },
+      {
+        name: 'no duplicate ids in Parquet',
+        ok: pq.duplicateIds === 0 && pq.rows === pq.distinctIds,
+        detail: `${pq.duplicateIds} ids, ${pq.rows - pq.distinctIds} extra rows`,
+      },
+      { name: 'every accepted id in Parquet', ok: pq.missing === 0, detail: `${pq.missing} missing` },
+      {
+        name: 'no refused/unknown id stored',
+        ok: pq.storedRefused === 0 && pq.storedUnknown === 0 && pq.storedOther === 0,
+        detail: `refused ${pq.storedRefused}, other ${pq.storedOther}, unknown ${pq.storedUnknown}`,
+      },
+      {
+        name: 'API total = Parquet rows',
+        ok: total === pq.rows && totalAfter === pq.rows,
+        detail: `${total} / ${totalAfter} vs ${pq.rows}`,
+      },
+      {
+        name: 'API total = accepted + stored in-doubt',
+        ok: total === acceptedExecutions + pq.storedInDoubt,
+        detail: `${total} = ${acceptedExecutions} + ${pq.storedInDoubt}`,
+      },
+      {
+        name: 'per-id lookups find exactly one',
+        ok: lookups.every((l) => l.total === 1),
+        detail: `${lookups.filter((l) => l.total === 1).length}/${lookups.length}`,
+      },
+      { name: 'no 202 marked duplicate', ok: state.duplicateFlags === 0, detail: `${state.duplicateFlags}` },
+      {
+        name: 'no unexpected HTTP status',
+        ok: other.length === 0,
+        detail: [...state.otherStatuses].map(([s, n]) => `${s}×${n}`).join(', ') || 'none',
+      },
+    ];
+    const pass = checks.every((c) => c.ok);
+
+    // The final stop is not part of the acceptance point, but a non-clean exit is worth seeing.
+    const finalStop = await (svc as ServiceProcess | null)?.stop('SIGTERM', 30_000);
+    const leftoverNats = await natsServerPid(dataDir);
+
+    const summary: [string, string | number][] = [
+      ['kills (SIGKILL + restart)', kills.length],
+      ['ingestion time (s)', ((ingestEnd - ingestStart) / 1000).toFixed(1)],
+      ['requests sent', state.records.length],
+      ['accepted requests (202)', accepted.length],
+      ['accepted executions', acceptedExecutions],
+      ['refused requests (conn refused)', refused.length],
+      ['in-doubt requests (reset/503)', inDoubt.length],
+      ['other-status requests', other.length],
+      ['Parquet files', pq.files],
+      ['rows stored (Parquet)', pq.rows],
+      ['distinct execution_id', pq.distinctIds],
+      ['duplicate ids', pq.duplicateIds],
+      ['missing accepted ids', pq.missing],
+      ['stored in-doubt executions', pq.storedInDoubt],
+      ['API total', `${total} (re-read ${totalAfter})`],
+      ['API total − accepted', total - acceptedExecutions],
+      ['journal entries left', journalLeft],
+      ['restart ready (ms)', kills.map((k) => k.readyAfterMs).join(', ')],
+      ['kill → first 202 (ms)', kills.map((k) => k.firstAcceptAfterMs ?? 'never').join(', ')],
+      [
+        'final SIGTERM exit',
+        finalStop
+          ? `code ${finalStop.code} signal ${finalStop.signal}${finalStop.forced ? ' (forced)' : ''}`
+          : '-',
+      ],
+      ['client error kinds', [...state.errorKinds].map(([k, n]) => `${k}×${n}`).join(', ') || 'none'],
+      ['RESULT', pass ? 'PASS' : 'FAIL'],
+    ];
+    process.stdout.write(
+      `\ncrash recovery (kill -9 during ingestion), ${opts.loops} loops × ${opts.batch} executions/request\n`,
+    );
+    process.stdout.write(`${table(summary)}\n\nchecks:\n`);
+    for (const c of checks) process.stdout.write(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);
+    if (pq.duplicateSample.length > 0) {
+      process.stdout.write('\nduplicate ids (file#ingest_seq of each copy):\n');
+      for (const d of pq.duplicateSample) process.stdout.write(`  ${d.execution_id} ×${d.n}: ${d.files}\n`);
+    }
+    if (pq.missingSample.length > 0)
+      process.stdout.write(`\nmissing accepted ids (first 20): ${pq.missingSample.join(' ')}\n`);
+    if (pq.unknownSample.length > 0)
+      process.stdout.write(`\nstored ids never sent (first 20): ${pq.unknownSample.join(' ')}\n`);
+    const problems = starts.flatMap((s, i) => s.problems.map((p) => `start ${i} (pid ${s.pid}): ${p}`));
+    const problemKinds = summarizeProblems(starts.flatMap((s) => s.problems));
+    if (problemKinds.length > 0) {
+      process.stdout.write(`\nservice warnings/errors (${problems.length} lines), by kind:\n`);
+      for (const k of problemKinds.slice(0, 10))
+        process.stdout.write(`  ${String(k.count).padStart(6)}×  ${k.kind}\n`);
+      process.stdout.write(`  first: ${problems[0]?.slice(0, 600)}\n`);
+    }
+    if (leftoverNats !== null)
+      process.stdout.write(`\nnats-server ${leftoverNats} still running after the final stop\n`);
+
+    const resultsDir = path.resolve(
+      path.dirname(fileURLToPath(import.meta.url)),
+      '..',
+      '..',
+      'bench',
+      'results',
+    );
+    await fs.mkdir(resultsDir, { recursive: true });
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    const resultFile = path.join(resultsDir, `crash-recovery-${stamp}.json`);
+    const result = {
+      bench: 'crash-recovery',
+      at: new Date().toISOString(),
+      pass,
+      options: { ...opts, dataDir },
+      run,
+      port,
+      node: process.version,
+      ingest: {
+        durationMs: ingestEnd - ingestStart,
+        requests: state.records.length,
+        accepted: accepted.length,
+        acceptedExecutions,
+        refused: refused.length,
+        inDoubt: inDoubt.length,
+        other: other.length,
+        errorKinds: Object.fromEntries(state.errorKinds),
+        otherStatuses: Object.fromEntries(state.otherStatuses),
+        acceptedBySegment: Array.from(
+          { length: opts.kills + 1 },
+          (_, seg) => accepted.filter((r) => r.segment === seg).length,
+        ),
+        duplicateFlags: state.duplicateFlags,
+      },
+      kills,
+      settle: { settled, total, totalAfter, samples, waitedMs: Date.now() - ingestEnd },
+      parquet: pq,
+      lookups,
+      journalLeft,
+      finalStop,
+      leftoverNats,
+      checks,
+      serviceProblemKinds: problemKinds,
+      serviceProblems: problems.slice(0, 200),
+    };
+    await fs.writeFile(resultFile, `${JSON.stringify(result, null, 2)}\n`);
+    process.stdout.write(`\nresult: ${resultFile}\n`);
+    if (opts.keep) process.stdout.write(`kept: ${workDir}\n`);
+    else if (!pass) process.stdout.write('rerun with --keep to inspect the ids and Parquet files\n');
+    process.exitCode = pass ? 0 : 1;
+    return { pass, checks, resultFile };
+  } catch (err) {
+    state.stopped = true;
+    await Promise.allSettled(loops);
+    const s = svc as ServiceProcess | null;
+    if (s) process.stderr.write(`[crash-recovery] last service output:\n${s.tailText(30)}\n`);
+    throw err;
+  } finally {
+    state.stopped = true;
+    await cleanupService(svc, dataDir);
+    await pool.close().catch(() => {});
+    if (!opts.keep) await fs.rm(workDir, { recursive: true, force: true }).catch(() => {});
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(process.exitCode ?? 0),
+    (err) => {
+      process.stderr.write(`crash-recovery failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,38 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { main as crashRecovery } from './crash-recovery.js';
+import { main as ingest } from './ingest.js';
+
+/**
+ * `npm run bench`: every scenario in turn, each also runnable alone
+ * (`npm run bench -- ingest --duration 30`, `npm run bench -- crash-recovery`).
+ */
+const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
+  ingest,
+  'crash-recovery': crashRecovery,
+};
+
+export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
+  const [first, ...rest] = argv;
+  if (first && SCENARIOS[first]) {
+    await SCENARIOS[first](rest);
+    return;
+  }
+  if (first) {
+    process.stderr.write(`unknown scenario ${first}; one of: ${Object.keys(SCENARIOS).join(', ')}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  // All of them, each on its defaults.
+  for (const [name, run] of Object.entries(SCENARIOS)) {
+    process.stdout.write(`\n=== ${name} ===\n`);
+    await run([]);
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  main().catch((err) => {
+    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,254 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The service as a separate OS process (`node dist/main.js`), for benchmarks that must kill it for real: an
+ * in-process service cannot be SIGKILLed without taking the benchmark down with it.
+ */
+
+/** The first-start test key: the only copy is this stdout line. */
+export const TEST_KEY_PATTERN = /svc_test_[A-Za-z0-9]{32}/;
+
+const LOG_TAIL_LINES = 200;
+
+export interface ServiceProcessOptions {
+  /** Path of the compiled entry (dist/main.js). */
+  mainJs: string;
+  dataDir: string;
+  port: number;
+  logLevel?: string;
+  /** Extra environment for the service (config knobs). */
+  env?: Record<string, string>;
+}
+
+export interface LogLine {
+  stream: 'stdout' | 'stderr';
+  text: string;
+}
+
+export interface ServiceExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** The compiled service entry, found relative to a compiled script in dist/<dir>/. */
+export function serviceEntry(scriptUrl: string): string {
+  return fileURLToPath(new URL('../main.js', scriptUrl));
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but is not ours, which still means alive.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function waitDead(pid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return true;
+    await sleep(25);
+  }
+  return !isAlive(pid);
+}
+
+/** The pid in DATA_DIR/nats/nats-server.pid when that process is alive and really a nats-server. */
+export async function natsServerPid(dataDir: string): Promise<number | null> {
+  let pid: number;
+  try {
+    pid = Number.parseInt(await fs.readFile(path.join(dataDir, 'nats', 'nats-server.pid'), 'utf8'), 10);
+  } catch {
+    return null;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
+  // The pid file outlives its process; a recycled pid must not get us to kill an unrelated program.
+  const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  return cmdline.includes('nats-server') ? pid : null;
+}
+
+/** Kills a nats-server that a SIGKILLed service left behind; returns its pid when there was one. */
+export async function killOrphanNats(dataDir: string): Promise<number | null> {
+  const pid = await natsServerPid(dataDir);
+  if (pid === null) return null;
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return pid;
+  }
+  if (!(await waitDead(pid, 10_000))) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
+    await waitDead(pid, 5_000);
+  }
+  return pid;
+}
+
+/** One running `node dist/main.js`. */
+export class ServiceProcess {
+  readonly opts: ServiceProcessOptions;
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly startedAt = Date.now();
+  readonly exited: Promise<ServiceExit>;
+  /** The last lines of output, for a diagnosis after a failure. */
+  readonly tail: LogLine[] = [];
+  /** Lines at pino level warn (40) or above. */
+  readonly problems: string[] = [];
+  #key: string | null = null;
+  #exit: ServiceExit | null = null;
+
+  private constructor(opts: ServiceProcessOptions, child: ChildProcess) {
+    this.opts = opts;
+    this.child = child;
+    if (child.pid === undefined) throw new Error('the service process did not start');
+    this.pid = child.pid;
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.#exit = { code, signal };
+        resolve(this.#exit);
+      });
+    });
+    this.#follow('stdout');
+    this.#follow('stderr');
+  }
+
+  static spawn(opts: ServiceProcessOptions): ServiceProcess {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
+    // Unless asked for, the service runs its own embedded nats-server under DATA_DIR: the default setup.
+    if (!opts.env?.NATS_URL) delete env.NATS_URL;
+    env.PORT = String(opts.port);
+    env.HOST = '127.0.0.1';
+    env.DATA_DIR = opts.dataDir;
+    env.LOG_LEVEL = opts.logLevel ?? 'warn';
+    const child = spawn(process.execPath, [opts.mainJs], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    return new ServiceProcess(opts, child);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.opts.port}`;
+  }
+
+  /** The test key, when this start printed it (first start only). */
+  get key(): string | null {
+    return this.#key;
+  }
+
+  get exit(): ServiceExit | null {
+    return this.#exit;
+  }
+
+  #follow(stream: 'stdout' | 'stderr'): void {
+    const source = this.child[stream];
+    if (!source) return;
+    let pending = '';
+    source.setEncoding('utf8');
+    source.on('data', (chunk: string) => {
+      pending += chunk;
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) this.#line(stream, line);
+    });
+    source.on('end', () => {
+      if (pending) this.#line(stream, pending);
+      pending = '';
+    });
+  }
+
+  #line(stream: 'stdout' | 'stderr', text: string): void {
+    if (!text.trim()) return;
+    const key = TEST_KEY_PATTERN.exec(text);
+    if (key && !this.#key) {
+      this.#key = key[0];
+      // Never keep the key in the log tail: the tail may be printed.
+      text = text.replace(TEST_KEY_PATTERN, 'svc_test_[redacted]');
+    }
+    this.tail.push({ stream, text });
+    if (this.tail.length > LOG_TAIL_LINES) this.tail.shift();
+    if (stream === 'stderr') {
+      this.problems.push(text);
+      return;
+    }
+    if (text.startsWith('{')) {
+      try {
+        const rec = JSON.parse(text) as { level?: unknown };
+        if (typeof rec.level === 'number' && rec.level >= 40) this.problems.push(text);
+      } catch {
+        // not a pino line
+      }
+    }
+  }
+
+  /** Polls GET /readyz until 200; fails when the process exits first or the time is up. */
+  async waitReady(timeoutMs = 60_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.#exit) {
+        throw new Error(
+          `the service exited before it was ready (code ${this.#exit.code}, signal ${this.#exit.signal})\n${this.tailText(30)}`,
+        );
+      }
+      try {
+        const res = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(2000) });
+        await res.arrayBuffer();
+        if (res.status === 200) return Date.now() - this.startedAt;
+      } catch {
+        // not listening yet
+      }
+      await sleep(50);
+    }
+    throw new Error(`the service was not ready after ${timeoutMs} ms\n${this.tailText(30)}`);
+  }
+
+  /** Sends a signal and waits for the exit; SIGKILL follows when it takes longer than `timeoutMs`. */
+  async stop(
+    signal: NodeJS.Signals = 'SIGTERM',
+    timeoutMs = 30_000,
+  ): Promise<ServiceExit & { forced: boolean }> {
+    if (this.#exit) return { ...this.#exit, forced: false };
+    try {
+      process.kill(this.pid, signal);
+    } catch {
+      // already gone; the exit event still comes
+    }
+    let forced = false;
+    const timer = setTimeout(() => {
+      forced = true;
+      try {
+        process.kill(this.pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }, timeoutMs);
+    const exit = await this.exited;
+    clearTimeout(timer);
+    return { ...exit, forced };
+  }
+
+  tailText(lines = 40): string {
+    return this.tail
+      .slice(-lines)
+      .map((l) => `  [${l.stream}] ${l.text}`)
+      .join('\n');
+  }
+}
+
+/**
+ * Leaves nothing running: the service (SIGKILL if a polite stop fails) and any nats-server whose pid file
+ * is in the data directory. Safe to call on every path, more than once.
+ */
+export async function cleanupService(svc: ServiceProcess | null, dataDir: string): Promise<void> {
+  if (svc && !svc.exit) {
+    await svc.stop('SIGTERM', 15_000).catch(() => {});
+  }
+  await killOrphanNats(dataDir).catch(() => null);
+}

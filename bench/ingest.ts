@@ -26,6 +26,7 @@ interface Options {
   concurrency: number;
   batch: number;
   templates: number;
+  rate: number | undefined;
 }
 
 function procStats(pid: number): Promise<{ cpuSeconds: number; peakRssMiB: number }> {
@@ -40,12 +41,16 @@ function procStats(pid: number): Promise<{ cpuSeconds: number; peakRssMiB: numbe
   });
 }
 
-/** Runs `send` from `concurrency` loops until the deadline; counts what each call reports accepted. */
+/**
+ * Runs `send` from `concurrency` loops until the deadline; counts what each call reports accepted. With
+ * `requestsPerSec` the load is open-loop: request n is sent at start + n / rate (or at once when behind).
+ */
 async function drive(
   concurrency: number,
   seconds: number,
   send: (requestNo: number) => Promise<boolean>,
   onTick?: (elapsedS: number, accepted: number) => void,
+  requestsPerSec?: number,
 ): Promise<{ accepted: number; refused: number; seconds: number; lastAcceptAt: number }> {
   let next = 0;
   let accepted = 0;
@@ -59,7 +64,14 @@ async function drive(
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (performance.now() < deadline) {
-        if (await send(next++)) {
+        const n = next++;
+        if (requestsPerSec) {
+          const due = start + (n * 1000) / requestsPerSec;
+          if (due >= deadline) break;
+          const wait = due - performance.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        }
+        if (await send(n)) {
           accepted++;
           lastAcceptAt = performance.now();
         } else refused++;
@@ -114,6 +126,8 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       duration: { type: 'string', default: '20' },
       concurrency: { type: 'string', default: '8' },
       batch: { type: 'string', default: '500' },
+      /** Executions per second, open-loop; unset: as fast as it goes (closed loop). */
+      rate: { type: 'string' },
       keep: { type: 'boolean', default: false },
     },
   });
@@ -122,6 +136,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     concurrency: Number(values.concurrency),
     batch: Number(values.batch),
     templates: 16,
+    rate: values.rate ? Number(values.rate) : undefined,
   };
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-ingest-'));
   const nats = await startNatsServer({ dir: path.join(dir, 'nats') });
@@ -132,7 +147,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     const templates = Array.from({ length: o.templates }, (_, i) => buildTemplate(1000 + i, run, o.batch));
     const bodyKiB = templates[0]!.bytes.length / 1024;
     process.stdout.write(
-      `bodies: ${o.batch} executions, ${fmt(bodyKiB)} KiB each; concurrency ${o.concurrency}\n`,
+      `bodies: ${o.batch} executions, ${fmt(bodyKiB)} KiB each; concurrency ${o.concurrency}; ${o.rate ? `open loop at ${fmt(o.rate)} exec/s` : 'closed loop'}\n`,
     );
 
     const parse = jsonParseBaseline(templates, o);
@@ -171,6 +186,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       },
       (s, accepted) =>
         process.stdout.write(`\r  ${fmt(s)} s  accepted ${fmt((accepted * o.batch) / s)} exec/s   `),
+      o.rate ? o.rate / o.batch : undefined,
     );
     process.stdout.write('\n');
     const expected = load.accepted * o.batch;
@@ -209,6 +225,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     };
     const rows: [string, string][] = [
       ['requests accepted / refused', `${fmt(load.accepted)} / ${fmt(load.refused)}`],
+      [
+        'load',
+        o.rate ? `open loop, ${fmt(o.rate)} exec/s offered` : `closed loop, ${o.concurrency} connections`,
+      ],
       ['executions accepted', fmt(expected)],
       ['executions visible', fmt(total)],
       ['accepted exec/s', fmt(acceptedPerSec)],

@@ -7,9 +7,9 @@ import { LOG_REDACT_PATHS } from './api/log-redaction.js';
 import { type Broker, connectBroker } from './broker/connection.js';
 import { type NatsServerHandle, startNatsServer } from './broker/nats-server.js';
 import { provision } from './broker/provision.js';
-import { ApiKeyAuthenticator } from './control/api-keys.js';
-import { bootstrapFirstWorkspace } from './control/bootstrap.js';
-import { type ControlStore, openControlStore } from './control/store.js';
+import { claimFirstStart } from './control/bootstrap.js';
+import { ControlPlane } from './control/control-plane.js';
+import { openControlStore } from './control/store.js';
 import { Pipeline, type PipelineOptions } from './pipeline/pipeline.js';
 import { type Config, ConfigError, loadConfig } from './schemas/config.js';
 import { QueryEngine } from './storage/duckdb.js';
@@ -20,7 +20,7 @@ export interface Service {
   config: Config;
   log: Logger;
   broker: Broker;
-  control: ControlStore;
+  control: ControlPlane;
   nats: NatsServerHandle | null;
   app: FastifyInstance | null;
   pipeline: Pipeline | null;
@@ -41,19 +41,15 @@ export function createLogger(config: Config): Logger {
   return pino({ level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } });
 }
 
-function announceBootstrap(workspaceId: string, key: string, port: number): void {
-  // Printed once, on the first start only, straight to the terminal: it is the only copy of this key.
+function announceFirstStart(port: number): void {
+  // No account exists yet: say how to make one (sign-up creates the workspace and its test key).
   const line = '-'.repeat(78);
   process.stdout.write(
     [
       line,
-      `First start: created workspace ${workspaceId} and its test key (shown once, keep it safe):`,
-      '',
-      `  ${key}`,
-      '',
-      'Send telemetry with it:',
-      `  curl -X POST http://localhost:${port}/api/ingest -H "authorization: Bearer $KEY" \\`,
-      `    -H 'content-type: application/json' -d '{"executions":[...]}'`,
+      'First start: no accounts yet. Sign up to get a workspace and its test API key:',
+      `  curl -s -X POST http://localhost:${port}/api/auth/signup -H 'content-type: application/json' \\`,
+      `    -d '{"email":"you@example.com","password":"at least 10 characters"}'`,
       line,
       '',
     ].join('\n'),
@@ -86,18 +82,19 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
     maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
   });
-  const control = await openControlStore(broker);
-  const boot = await bootstrapFirstWorkspace(control);
-  if (boot) {
-    log.info({ workspaceId: boot.workspaceId }, 'first start: workspace and test key created');
-    if (config.PRINT_BOOTSTRAP_KEY) announceBootstrap(boot.workspaceId, boot.testKey, config.PORT);
-  }
+  const control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {
+    retentionDays: config.RETENTION_DAYS,
+  });
+  await control.start();
+  if ((await claimFirstStart(control.store)) && config.PRINT_FIRST_START_HINT)
+    announceFirstStart(config.PORT);
 
   let pipeline: Pipeline | null = null;
   if (role !== 'api') {
     pipeline = new Pipeline({
       broker,
       config,
+      control,
       log: log.child({ module: 'pipeline' }),
       afterCommit: opts.afterCommit,
     });
@@ -108,7 +105,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
   let listenUrl: string | null = null;
   if (role !== 'pipeline') {
     engine = await QueryEngine.open(config.dataDir);
-    app = await buildApp({ config, broker, auth: new ApiKeyAuthenticator(control), engine }, log);
+    app = await buildApp({ config, broker, control, engine, pipeline }, log);
     if (opts.listen) {
       listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
     } else {
@@ -122,6 +119,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       // Fixed order: stop intake → drain the consumer → flush the writers → close clients → stop the broker.
       await app?.close();
       await pipeline?.stop();
+      await control.stop();
       await broker.close();
       engine?.close();
       await nats?.stop();

@@ -1,11 +1,16 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import { installBodyParser } from './body-parser.js';
+import { createContext } from './context.js';
 import type { AppDeps } from './deps.js';
 import { installErrorHandler } from './error-handler.js';
+import { authRoutes } from './routes/auth.js';
 import { executionRoutes } from './routes/executions.js';
 import { healthRoutes } from './routes/health.js';
 import { ingestRoutes } from './routes/ingest.js';
+import { keyRoutes } from './routes/keys.js';
+import { operationsRoutes } from './routes/operations.js';
+import { workspaceRoutes } from './routes/workspace.js';
 
 export const API_VERSION = '2026-11-beta';
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -26,13 +31,29 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     reply.header('x-request-id', req.id);
     reply.header('api-version', API_VERSION);
   });
+  const ctx = createContext(deps);
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url;
+    if (route === '/api/ingest') ctx.metrics.ingestRequests.inc({ status: String(reply.statusCode) });
+    else if (route && req.method === 'GET' && route.startsWith('/api/')) {
+      ctx.metrics.querySeconds.observe({ route }, reply.elapsedTime / 1000);
+    }
+  });
   installErrorHandler(app);
   installBodyParser(app, {
     maxBytes: deps.config.BODY_MAX_BYTES,
     maxDecodedBytes: deps.config.BODY_MAX_DECODED_BYTES,
   });
-  await app.register(healthRoutes(deps));
-  await app.register(ingestRoutes(deps));
-  await app.register(executionRoutes(deps));
+  for (const routes of [
+    healthRoutes,
+    operationsRoutes,
+    authRoutes,
+    workspaceRoutes,
+    keyRoutes,
+    ingestRoutes,
+    executionRoutes,
+  ]) {
+    await app.register(routes(ctx));
+  }
   return app;
 }

@@ -1,53 +1,129 @@
-import type { FastifyRequest } from 'fastify';
-import type { ApiKeyAuthenticator } from '../control/api-keys.js';
-import type { Permission } from '../schemas/control.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ControlPlane } from '../control/control-plane.js';
+import type { Permission, Role } from '../schemas/control.js';
 import { forbidden, unauthorized } from '../schemas/errors.js';
 import type { Mode } from '../schemas/records.js';
 
-export interface KeyPrincipal {
-  kind: 'key';
-  keyId: string;
-  workspaceId: string;
-  mode: Mode;
-  permissions: Permission[];
-}
+/** Who is asking: an API key (SDKs, scripts) or a user session (the dashboard). */
+export type Principal =
+  | { kind: 'key'; id: string; workspaceId: string; mode: Mode; permissions: Permission[] }
+  | {
+      kind: 'session';
+      id: string;
+      workspaceId: string;
+      userId: string;
+      email: string;
+      role: Role;
+      tokenHash: string;
+    };
 
-function presentedKey(req: FastifyRequest): string | null {
+export const SESSION_COOKIE = 'svc_session';
+
+/** What a route needs (CONTRACT §2): ingest and read are key permissions (sessions read); the rest are roles. */
+export type Need = 'ingest' | 'read' | 'member' | 'admin' | 'any';
+
+function bearer(req: FastifyRequest): string | null {
   const auth = req.headers.authorization;
   if (typeof auth === 'string') {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
     return m ? m[1]! : null;
   }
   const x = req.headers['x-api-key'];
-  return typeof x === 'string' && x.length > 0 ? x.trim() : null;
+  if (typeof x === 'string' && x.length > 0) return x.trim();
+  return null;
 }
 
-/** Authenticates the request's API key and checks one permission (CONTRACT §2). */
-export async function requireKey(
+function cookie(req: FastifyRequest, name: string): string | null {
+  const header = req.headers.cookie;
+  if (!header) return null;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+/** Authenticates the request and checks what it needs; UNAUTHORIZED before FORBIDDEN (CONTRACT §3). */
+export async function authenticate(
   req: FastifyRequest,
-  auth: ApiKeyAuthenticator,
-  permission: Permission,
-): Promise<KeyPrincipal> {
-  const key = presentedKey(req);
-  if (!key) throw unauthorized('an API key is required (Authorization: Bearer <key> or x-api-key)');
-  const record = await auth.authenticate(key);
-  if (!record) throw unauthorized('the API key is invalid or revoked');
-  if (!record.permissions.includes(permission))
-    throw forbidden(`this key lacks the ${permission} permission`);
-  return {
-    kind: 'key',
-    keyId: record.id,
-    workspaceId: record.workspaceId,
-    mode: record.mode,
-    permissions: record.permissions,
-  };
+  control: ControlPlane,
+  need: Need,
+): Promise<Principal> {
+  const presented = bearer(req) ?? cookie(req, SESSION_COOKIE);
+  if (!presented)
+    throw unauthorized('credentials are required: an API key, or a session from /api/auth/login');
+  let principal: Principal;
+  if (presented.startsWith('svc_sess_')) {
+    const s = await control.authenticateSession(presented);
+    if (!s) throw unauthorized('the session is invalid, expired or ended');
+    principal = {
+      kind: 'session',
+      id: s.user.id,
+      workspaceId: s.user.workspaceId,
+      userId: s.user.id,
+      email: s.user.email,
+      role: s.user.role,
+      tokenHash: s.tokenHash,
+    };
+  } else {
+    const k = await control.authenticateKey(presented);
+    if (!k) throw unauthorized('the API key is invalid or revoked');
+    principal = {
+      kind: 'key',
+      id: k.id,
+      workspaceId: k.workspaceId,
+      mode: k.mode,
+      permissions: k.permissions,
+    };
+  }
+  req.principal = principal;
+  authorize(principal, need);
+  return principal;
 }
 
-/** Mode binding: a key reads and writes only its own mode; naming the other one is FORBIDDEN. */
-export function resolveMode(principal: KeyPrincipal, requested: unknown): Mode {
-  if (requested === undefined) return principal.mode;
-  if (requested === principal.mode) return principal.mode;
-  if (requested === 'test' || requested === 'live')
-    throw forbidden(`a ${principal.mode} key cannot use ${requested} data`);
-  return principal.mode; // not a mode at all: schema validation reports it
+export function authorize(p: Principal, need: Need): void {
+  switch (need) {
+    case 'any':
+      return;
+    case 'ingest':
+      if (p.kind === 'key' && p.permissions.includes('ingest')) return;
+      throw forbidden(p.kind === 'key' ? 'this key lacks the ingest permission' : 'ingest needs an API key');
+    case 'read':
+      if (p.kind === 'session' || p.permissions.includes('read')) return;
+      throw forbidden('this key lacks the read permission');
+    case 'member':
+      if (p.kind === 'session') return;
+      throw forbidden('API keys cannot manage keys, members or settings; use a user session');
+    case 'admin':
+      if (p.kind === 'session' && (p.role === 'owner' || p.role === 'admin')) return;
+      throw forbidden(
+        p.kind === 'key' ? 'API keys cannot manage keys, members or settings' : 'this needs an admin',
+      );
+  }
+}
+
+/**
+ * Mode binding (CONTRACT §2): a key reads and writes only its own mode, and naming the other one is FORBIDDEN;
+ * a session reads both, `test` when it names none.
+ */
+export function resolveMode(p: Principal, requested: unknown): Mode {
+  const valid = requested === 'test' || requested === 'live';
+  if (p.kind === 'session') return valid ? (requested as Mode) : 'test';
+  if (requested === undefined || requested === p.mode || !valid) return p.mode; // an invalid value: validation says so
+  throw forbidden(`a ${p.mode} key cannot use ${requested} data`);
+}
+
+export function setSessionCookie(reply: FastifyReply, token: string, expiresAt: string): void {
+  const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
+  reply.header('set-cookie', `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}`);
+}
+
+export function clearSessionCookie(reply: FastifyReply): void {
+  reply.header('set-cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`);
 }

@@ -1,5 +1,6 @@
 import type { Broker } from '../broker/connection.js';
-import type { ApiKeyAuthenticator } from '../control/api-keys.js';
+import type { ControlPlane } from '../control/control-plane.js';
+import type { PipelineStats } from '../pipeline/pipeline.js';
 import type { Config } from '../schemas/config.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 
@@ -7,6 +8,8 @@ import type { QueryEngine } from '../storage/duckdb.js';
 export interface AppDeps {
   config: Config;
   broker: Broker;
-  auth: ApiKeyAuthenticator;
+  control: ControlPlane;
   engine: QueryEngine;
+  /** The pipeline of this process, when it runs one (the `start` role): its figures go to /metrics. */
+  pipeline?: { stats(): Readonly<PipelineStats>; lag(): Promise<number> } | null;
 }

@@ -15,8 +15,17 @@ export const PIPELINE_CONSUMER = 'pipeline';
 export const BUCKETS = {
   workspaces: 'svc_workspaces',
   apiKeys: 'svc_api_keys',
+  keyIndex: 'svc_key_index',
+  keyUsage: 'svc_key_usage',
+  users: 'svc_users',
+  userEmails: 'svc_user_emails',
+  sessions: 'svc_sessions',
+  settings: 'svc_settings',
   meta: 'svc_meta',
 } as const;
+
+/** Sessions last 7 days at most: the bucket forgets them then, whatever else happens (CONTRACT §2). */
+export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 
 export interface ProvisionOptions {
   maxAgeHours: number;
@@ -81,6 +90,10 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
     await jsm.consumers.add(INGEST_STREAM, consumer);
   }
   for (const bucket of Object.values(BUCKETS)) {
-    await kvm.create(bucket, { history: 1, storage: StorageType.File });
+    await kvm.create(bucket, {
+      history: 1,
+      storage: StorageType.File,
+      ...(bucket === BUCKETS.sessions ? { ttl: SESSION_TTL_MS } : {}),
+    });
   }
 }

@@ -1,29 +1,14 @@
-import { createApiKey } from './api-keys.js';
 import type { ControlStore } from './store.js';
-import { createWorkspace } from './workspaces.js';
-
-export interface Bootstrapped {
-  workspaceId: string;
-  testKey: string;
-}
 
 /**
- * On the first start with an empty store, creates a workspace and its test key. The marker is created with
- * compare-and-set, so of several processes starting at once exactly one bootstraps.
+ * True exactly once per store: on the first start (the marker is created with compare-and-set, so of several
+ * processes starting at once one answers true). The service then prints how to sign up.
  */
-export async function bootstrapFirstWorkspace(store: ControlStore): Promise<Bootstrapped | null> {
+export async function claimFirstStart(store: ControlStore): Promise<boolean> {
   try {
-    await store.meta.create('bootstrap', JSON.stringify({ at: new Date().toISOString() }));
+    await store.meta.create('first-start', JSON.stringify({ at: new Date().toISOString() }));
+    return true;
   } catch {
-    return null;
+    return false;
   }
-  const ws = await createWorkspace(store, 'Default workspace');
-  const { key } = await createApiKey(store, {
-    workspaceId: ws.id,
-    mode: 'test',
-    permissions: ['ingest', 'read'],
-    name: 'First-start test key',
-  });
-  await store.meta.put('bootstrap', JSON.stringify({ at: new Date().toISOString(), workspaceId: ws.id }));
-  return { workspaceId: ws.id, testKey: key };
 }

@@ -3,17 +3,10 @@ import type { Broker } from '../broker/connection.js';
 import { BUCKETS } from '../broker/provision.js';
 
 /** The control plane's buckets, opened once per process. */
-export interface ControlStore {
-  readonly workspaces: KV;
-  readonly apiKeys: KV;
-  readonly meta: KV;
-}
+export type ControlStore = Readonly<Record<keyof typeof BUCKETS, KV>>;
 
 export async function openControlStore(broker: Broker): Promise<ControlStore> {
-  const [workspaces, apiKeys, meta] = await Promise.all([
-    broker.kvm.open(BUCKETS.workspaces),
-    broker.kvm.open(BUCKETS.apiKeys),
-    broker.kvm.open(BUCKETS.meta),
-  ]);
-  return { workspaces, apiKeys, meta };
+  const names = Object.keys(BUCKETS) as (keyof typeof BUCKETS)[];
+  const kvs = await Promise.all(names.map((n) => broker.kvm.open(BUCKETS[n])));
+  return Object.freeze(Object.fromEntries(names.map((n, i) => [n, kvs[i]!]))) as ControlStore;
 }

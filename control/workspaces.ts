@@ -1,8 +1,8 @@
-import crypto from 'node:crypto';
 import { type WorkspaceRecord, workspaceRecordSchema } from '../schemas/control.js';
+import { newId } from './secrets.js';
 import type { ControlStore } from './store.js';
 
-export const newWorkspaceId = () => `ws_${crypto.randomBytes(8).toString('hex')}`;
+export const newWorkspaceId = () => newId('ws');
 
 export async function createWorkspace(store: ControlStore, name: string): Promise<WorkspaceRecord> {
   const record: WorkspaceRecord = { id: newWorkspaceId(), name, createdAt: new Date().toISOString() };

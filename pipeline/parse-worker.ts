@@ -2,6 +2,7 @@ import zlib from 'node:zlib';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
+import { cachedOutcomeRules } from './outcome-rules.js';
 import { processPayload } from './process-payload.js';
 import { toChunks } from './to-columns.js';
 
@@ -18,6 +19,8 @@ export interface ParseTask {
   requestId: string;
   receivedAt: number;
   seq: number;
+  /** The workspace's outcomeRules as JSON text, when it has any (step 1 of the classification). */
+  outcomeRules?: string;
 }
 
 export interface ParseResult {

@@ -2,6 +2,7 @@ import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
 import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
+import type { ControlPlane } from '../control/control-plane.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
 import { BatchWriter } from '../storage/batch-writer.js';
@@ -32,11 +33,14 @@ export interface PipelineStats {
   rowsWritten: number;
   filesWritten: number;
   lastFlushMs: number;
+  lastFlushRows: number;
 }
 
 export interface PipelineOptions {
   broker: Broker;
   config: Config;
+  /** Workspace settings: outcome rules for classification, retention for the retention job. */
+  control: ControlPlane;
   log: PipelineLog;
   /** Test seam: runs after a batch is committed, before its acks. */
   afterCommit?: () => Promise<void> | void;
@@ -74,6 +78,7 @@ export class Pipeline {
     rowsWritten: 0,
     filesWritten: 0,
     lastFlushMs: 0,
+    lastFlushRows: 0,
   };
 
   constructor(opts: PipelineOptions) {
@@ -87,6 +92,7 @@ export class Pipeline {
 
   async start(): Promise<void> {
     const { config, log } = this.#o;
+    this.#o.control.onSettingsChange((workspaceId) => this.#rulesText.delete(workspaceId));
     const recovered = await this.#journal.recover();
     if (recovered.entries > 0) log.info(recovered, 'commit journal recovered');
     const orphans = await removeOrphanTempFiles(config.dataDir, ORPHAN_MIN_AGE_MS);
@@ -113,6 +119,7 @@ export class Pipeline {
         this.#stats.rowsWritten += s.rows;
         this.#stats.filesWritten += s.files;
         this.#stats.lastFlushMs = s.ms;
+        this.#stats.lastFlushRows = s.rows;
         void this.#maybePrune();
       },
     });
@@ -183,6 +190,7 @@ export class Pipeline {
         requestId: meta.data.requestId,
         receivedAt: meta.data.receivedAt,
         seq: m.seq,
+        outcomeRules: this.#rulesJson(meta.data.workspaceId),
       },
       { transferList: [body.buffer as ArrayBuffer] },
     );
@@ -191,6 +199,16 @@ export class Pipeline {
     this.#stats.metrics += result.counts.metrics;
     this.#stats.rejected += result.counts.rejected;
     this.#batcher!.add(m, meta.data.workspaceId, meta.data.mode, result.chunks);
+  }
+
+  /** The workspace's rules as JSON text, remade only when its settings change. */
+  readonly #rulesText = new Map<string, string | undefined>();
+  #rulesJson(workspaceId: string): string | undefined {
+    if (!this.#rulesText.has(workspaceId)) {
+      const rules = this.#o.control.settingsOf(workspaceId).outcomeRules;
+      this.#rulesText.set(workspaceId, rules.length > 0 ? JSON.stringify(rules) : undefined);
+    }
+    return this.#rulesText.get(workspaceId);
   }
 
   async #maybePrune(): Promise<void> {

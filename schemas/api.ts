@@ -54,3 +54,38 @@ export const executionListQuerySchema = z.strictObject({
 export const executionIdParamsSchema = z.object({ executionId: idShape });
 
 export const modeOnlyQuerySchema = z.strictObject({ mode: z.enum(MODES).optional() });
+
+const email = z
+  .string()
+  .trim()
+  .max(254)
+  .regex(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, 'expected an e-mail address');
+const password = z.string().min(10, 'at least 10 characters').max(1024);
+
+export const signupBodySchema = z.object({
+  email,
+  password,
+  name: z.string().trim().min(1).max(128).optional(),
+  workspaceName: z.string().trim().min(1).max(128).optional(),
+});
+
+export const loginBodySchema = z.object({ email, password: z.string().min(1).max(1024) });
+
+export const memberBodySchema = z.object({
+  email,
+  password,
+  role: z.enum(['admin', 'member']),
+  name: z.string().trim().min(1).max(128).optional(),
+});
+
+export const keyBodySchema = z.object({
+  name: z.string().trim().min(1).max(128),
+  mode: z.enum(MODES),
+  permissions: z
+    .array(z.enum(['ingest', 'read']))
+    .min(1)
+    .refine((p) => new Set(p).size === p.length, 'permissions must be unique')
+    .default(['ingest']),
+});
+
+export const idParamsSchema = z.object({ id: z.string().min(1).max(64) });

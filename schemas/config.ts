@@ -42,7 +42,12 @@ export const configSchema = z.object({
   STREAM_MAX_AGE_HOURS: int(72, 1),
   STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),
 
-  // Limits (CONTRACT §4).
+  // Limits (CONTRACT §4). Rates are per key or session, per API process.
+  INGEST_RATE_PER_SEC: int(100, 1),
+  INGEST_BURST: int(200, 1),
+  READ_RATE_PER_SEC: int(20, 1),
+  READ_BURST: int(40, 1),
+  RETENTION_DAYS: int(30, 1, 400),
   BODY_MAX_BYTES: int(5 * MiB, 1024),
   BODY_MAX_DECODED_BYTES: int(20 * MiB, 1024),
   MAX_EXECUTIONS_PER_REQUEST: int(1000, 1),
@@ -52,9 +57,11 @@ export const configSchema = z.object({
   PAGE_SIZE_MAX: int(200, 1, 1000),
   MAX_RESULT_WINDOW: int(10_000, 1),
   PUBLISH_TIMEOUT_MS: int(5000, 100),
+  /** Set: GET /metrics requires `Authorization: Bearer <METRICS_TOKEN>`. */
+  METRICS_TOKEN: z.string().min(16).optional(),
 
-  /** Print the first-start test key once (CONTRACT: shown once). Off in tests. */
-  PRINT_BOOTSTRAP_KEY: bool(true),
+  /** On the first start, print how to sign up. Off in tests. */
+  PRINT_FIRST_START_HINT: bool(true),
 });
 
 export type Config = Readonly<z.infer<typeof configSchema>> & {

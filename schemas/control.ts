@@ -24,3 +24,35 @@ export const workspaceRecordSchema = z.object({
   createdAt: z.string(),
 });
 export type WorkspaceRecord = z.infer<typeof workspaceRecordSchema>;
+
+export const ROLES = ['owner', 'admin', 'member'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Stored under `<workspaceId>.<userId>`, so a workspace's members are one key prefix. */
+export const userRecordSchema = z.object({
+  id: z.string(),
+  workspaceId: z.string(),
+  email: z.string(),
+  name: z.string().nullable(),
+  role: z.enum(ROLES),
+  /** scrypt$N$r$p$salt$hash, all hex: the parameters travel with the hash so they can be raised later. */
+  passwordHash: z.string(),
+  createdAt: z.string(),
+});
+export type UserRecord = z.infer<typeof userRecordSchema>;
+
+/** Stored under the SHA-256 of the session token; the bucket's TTL ends it after 7 days at the latest. */
+export const sessionRecordSchema = z.object({
+  userId: z.string(),
+  workspaceId: z.string(),
+  createdAt: z.string(),
+  expiresAt: z.string(),
+});
+export type SessionRecord = z.infer<typeof sessionRecordSchema>;
+
+/** E-mail (lower-cased, hashed) → its user: one user per e-mail, claimed with compare-and-set. */
+export const emailClaimSchema = z.object({ userId: z.string(), workspaceId: z.string() });
+export type EmailClaim = z.infer<typeof emailClaimSchema>;
+
+/** `<workspaceId>.<keyId>` → the key's hash: lists a workspace's keys without scanning every key. */
+export const keyIndexSchema = z.object({ hash: z.string() });

@@ -2,8 +2,8 @@ import type { FastifyPluginAsync } from 'fastify';
 import { getExecution, listExecutions } from '../../query/executions.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
-import { requireKey, resolveMode } from '../auth.js';
-import type { AppDeps } from '../deps.js';
+import { resolveMode } from '../auth.js';
+import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
 const DAY_MS = 86_400_000;
@@ -24,12 +24,12 @@ export function timeWindow(
 }
 
 export const executionRoutes =
-  (deps: AppDeps): FastifyPluginAsync =>
+  (deps: ApiContext): FastifyPluginAsync =>
   async (app) => {
     const { config } = deps;
 
-    app.get('/api/executions', async (req) => {
-      const principal = await requireKey(req, deps.auth, 'read');
+    app.get('/api/executions', async (req, reply) => {
+      const principal = await deps.guard(req, reply, 'read');
       const raw = req.query as Record<string, unknown>;
       const mode = resolveMode(principal, raw.mode);
       const contextKeys = Object.keys(raw).filter((k) => k.startsWith('context.'));
@@ -96,8 +96,8 @@ export const executionRoutes =
       };
     });
 
-    app.get('/api/executions/:executionId', async (req) => {
-      const principal = await requireKey(req, deps.auth, 'read');
+    app.get('/api/executions/:executionId', async (req, reply) => {
+      const principal = await deps.guard(req, reply, 'read');
       const raw = req.query as Record<string, unknown>;
       const mode = resolveMode(principal, raw.mode);
       parseInput(modeOnlyQuerySchema, raw, 'query');

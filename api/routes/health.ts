@@ -1,11 +1,11 @@
 import fs from 'node:fs/promises';
 import type { FastifyPluginAsync } from 'fastify';
 import { unavailable } from '../../schemas/errors.js';
-import type { AppDeps } from '../deps.js';
+import type { ApiContext } from '../context.js';
 
 /** CONTRACT §11: alive, and ready (broker reachable, storage writable). */
 export const healthRoutes =
-  (deps: AppDeps): FastifyPluginAsync =>
+  (deps: ApiContext): FastifyPluginAsync =>
   async (app) => {
     app.get('/healthz', async () => ({ status: 'ok' }));
     app.get('/readyz', async () => {

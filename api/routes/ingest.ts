@@ -2,9 +2,8 @@ import crypto from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { publishIngest } from '../../broker/ingest-publisher.js';
 import { validationError } from '../../schemas/errors.js';
-import { requireKey } from '../auth.js';
 import { parseJson, type RawJsonBody } from '../body-parser.js';
-import type { AppDeps } from '../deps.js';
+import type { ApiContext } from '../context.js';
 import { checkEnvelope } from '../ingest-envelope.js';
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
@@ -13,11 +12,12 @@ const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(dat
 
 /** POST /api/ingest (CONTRACT §5): checked at once, stored durably by the broker, then 202. */
 export const ingestRoutes =
-  (deps: AppDeps): FastifyPluginAsync =>
+  (deps: ApiContext): FastifyPluginAsync =>
   async (app) => {
     const { config } = deps;
     app.post('/api/ingest', { config: { rawJsonBody: true } }, async (req, reply) => {
-      const principal = await requireKey(req, deps.auth, 'ingest');
+      const principal = await deps.guard(req, reply, 'ingest');
+      if (principal.kind !== 'key') throw new Error('unreachable: ingest is for keys');
       const body = req.body as RawJsonBody | undefined;
       if (!body || !Buffer.isBuffer(body.raw)) {
         throw validationError('a JSON body is required', [{ path: '', message: 'expected a JSON object' }]);
@@ -38,12 +38,13 @@ export const ingestRoutes =
       const msgId =
         typeof idem === 'string' ? `${scope}.k.${sha256(idem)}` : `${scope}.b.${sha256(body.raw)}`;
       const requestId = String(req.id);
+      const started = performance.now();
       const result = await publishIngest(
         deps.broker,
         {
           workspaceId: principal.workspaceId,
           mode: principal.mode,
-          keyId: principal.keyId,
+          keyId: principal.id,
           requestId,
           receivedAt: Date.now(),
           encoding: body.encoding,
@@ -52,6 +53,10 @@ export const ingestRoutes =
         body.raw,
         config.PUBLISH_TIMEOUT_MS,
       );
+      deps.metrics.publishSeconds.observe({}, (performance.now() - started) / 1000);
+      for (const kind of ['executions', 'logs', 'metrics'] as const) {
+        if (counts[kind] > 0) deps.metrics.ingestItems.inc({ kind }, counts[kind]);
+      }
       reply.code(202);
       return { accepted: counts, duplicate: result.duplicate, requestId };
     });

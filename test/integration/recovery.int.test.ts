@@ -49,6 +49,7 @@ describe('crash between file commit and ack', () => {
     const p1 = new Pipeline({
       broker: broker1,
       config: stack.config,
+      control: stack.service.control,
       log: silent,
       afterCommit: async () => {
         crashed = true;
@@ -68,7 +69,12 @@ describe('crash between file commit and ack', () => {
 
     // Second pipeline: gets every unacked message again (ack wait 2 s) and must skip the committed ones.
     const broker2 = await connectBroker(stack.nats.url, silent, 'pipeline-2');
-    const p2 = new Pipeline({ broker: broker2, config: stack.config, log: silent });
+    const p2 = new Pipeline({
+      broker: broker2,
+      config: stack.config,
+      control: stack.service.control,
+      log: silent,
+    });
     await p2.start();
     try {
       await eventually(

@@ -24,11 +24,16 @@ export function testConfig(dataDir: string, natsUrl: string, extra: Record<strin
   return loadConfig({
     DATA_DIR: dataDir,
     NATS_URL: natsUrl,
-    PRINT_BOOTSTRAP_KEY: 'false',
+    PRINT_FIRST_START_HINT: 'false',
     LOG_LEVEL: 'silent',
     FLUSH_INTERVAL_MS: '100',
     CONSUMER_ACK_WAIT_MS: '2000',
     PIPELINE_WORKERS: '1',
+    // Generous rates so tests that send bursts are not limited; the rate-limit tests set their own.
+    INGEST_RATE_PER_SEC: '100000',
+    INGEST_BURST: '100000',
+    READ_RATE_PER_SEC: '100000',
+    READ_BURST: '100000',
     ...extra,
   });
 }
@@ -43,7 +48,7 @@ export async function createTenant(
   service: Service,
   extra: Record<string, { mode: Mode; permissions: Permission[] }> = {},
 ): Promise<TestTenant> {
-  const ws = await createWorkspace(service.control, 'test workspace');
+  const ws = await createWorkspace(service.control.store, 'test workspace');
   const specs: Record<string, { mode: Mode; permissions: Permission[] }> = {
     test: { mode: 'test', permissions: ['ingest', 'read'] },
     live: { mode: 'live', permissions: ['ingest', 'read'] },
@@ -51,7 +56,7 @@ export async function createTenant(
   };
   const keys: Record<string, string> = {};
   for (const [name, spec] of Object.entries(specs)) {
-    keys[name] = (await createApiKey(service.control, { workspaceId: ws.id, name, ...spec })).key;
+    keys[name] = (await createApiKey(service.control.store, { workspaceId: ws.id, name, ...spec })).key;
   }
   return { workspaceId: ws.id, keys };
 }

@@ -20,12 +20,12 @@ describe('config', () => {
       PORT: '9090',
       FLUSH_INTERVAL_MS: '250',
       NATS_URL: '',
-      PRINT_BOOTSTRAP_KEY: 'false',
+      PRINT_FIRST_START_HINT: 'false',
     });
     expect(c.PORT).toBe(9090);
     expect(c.FLUSH_INTERVAL_MS).toBe(250);
     expect(c.NATS_URL).toBeUndefined();
-    expect(c.PRINT_BOOTSTRAP_KEY).toBe(false);
+    expect(c.PRINT_FIRST_START_HINT).toBe(false);
   });
 
   it('names each bad variable', () => {

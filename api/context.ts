@@ -1,0 +1,115 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { authenticate, type Need, type Principal } from './auth.js';
+import type { AppDeps } from './deps.js';
+import { Counter, Gauge, Histogram, Registry } from './prometheus.js';
+import { enforce, LoginThrottle, RateLimiter } from './rate-limit.js';
+
+/** The service's own figures (CONTRACT §11). */
+export function createMetrics(deps: AppDeps) {
+  const registry = new Registry();
+  const stats = () => deps.pipeline?.stats();
+  const fromStats = (pick: (s: NonNullable<ReturnType<typeof stats>>) => number) => () => {
+    const s = stats();
+    return s ? [{ value: pick(s) }] : [];
+  };
+  let lag = 0;
+  return {
+    registry,
+    ingestRequests: registry.add(
+      new Counter('svc_ingest_requests_total', 'Ingest requests by outcome (HTTP status).'),
+    ),
+    ingestItems: registry.add(new Counter('svc_ingest_items_total', 'Items accepted by ingest, by kind.')),
+    publishSeconds: registry.add(
+      new Histogram('svc_broker_publish_seconds', 'Time for JetStream to confirm a payload.'),
+    ),
+    querySeconds: registry.add(new Histogram('svc_query_seconds', 'Time to answer read routes, by route.')),
+    pipelineLag: registry.add(
+      new Gauge(
+        'svc_pipeline_lag_messages',
+        'Ingest messages accepted but not yet committed (all pipelines).',
+        () => (deps.pipeline ? [{ value: lag }] : []),
+      ),
+    ),
+    refreshLag: async () => {
+      if (deps.pipeline) lag = await deps.pipeline.lag().catch(() => lag);
+    },
+    _pipeline: [
+      registry.add(
+        new Gauge(
+          'svc_pipeline_rows_written_total',
+          'Rows written to Parquet by this process.',
+          fromStats((s) => s.rowsWritten),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_pipeline_flushes_total',
+          'Batch flushes by this process.',
+          fromStats((s) => s.flushes),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_pipeline_last_flush_seconds',
+          'Duration of the last batch flush.',
+          fromStats((s) => s.lastFlushMs / 1000),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_pipeline_last_flush_rows',
+          'Rows in the last batch flush.',
+          fromStats((s) => s.lastFlushRows),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_rejected_items_total',
+          'Items the pipeline refused (kept for /api/ingest/rejections).',
+          fromStats((s) => s.rejected),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_pipeline_failed_messages_total',
+          'Messages whose processing threw (redelivered).',
+          fromStats((s) => s.failed),
+        ),
+      ),
+      registry.add(
+        new Gauge(
+          'svc_pipeline_redelivered_skipped_total',
+          'Redelivered messages already committed.',
+          fromStats((s) => s.redeliveredSkipped),
+        ),
+      ),
+    ],
+  };
+}
+
+export type ApiMetrics = ReturnType<typeof createMetrics>;
+
+/** Everything a route plugin needs: the dependencies, the guard, and the figures it records. */
+export interface ApiContext extends AppDeps {
+  metrics: ApiMetrics;
+  loginThrottle: LoginThrottle;
+  /** Authenticates, authorizes and rate-limits a request (ingest routes by the ingest rate, others by read). */
+  guard(req: FastifyRequest, reply: FastifyReply, need: Need): Promise<Principal>;
+}
+
+export function createContext(deps: AppDeps): ApiContext {
+  const c = deps.config;
+  const ingestLimiter = new RateLimiter({ requestsPerSecond: c.INGEST_RATE_PER_SEC, burst: c.INGEST_BURST });
+  const readLimiter = new RateLimiter({ requestsPerSecond: c.READ_RATE_PER_SEC, burst: c.READ_BURST });
+  return {
+    ...deps,
+    metrics: createMetrics(deps),
+    loginThrottle: new LoginThrottle(),
+    guard: async (req, reply, need) => {
+      const p = await authenticate(req, deps.control, need);
+      const limiter = need === 'ingest' ? ingestLimiter : readLimiter;
+      enforce(reply, limiter.take(`${p.kind}:${p.kind === 'session' ? p.tokenHash : p.id}`));
+      return p;
+    },
+  };
+}

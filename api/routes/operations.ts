@@ -1,0 +1,49 @@
+import crypto from 'node:crypto';
+import type { FastifyPluginAsync } from 'fastify';
+import { unauthorized } from '../../schemas/errors.js';
+import { MAX_INDEXED_CONTEXT_KEYS } from '../../schemas/settings.js';
+import type { ApiContext } from '../context.js';
+
+/** GET /api/limits (CONTRACT §4) and GET /metrics (CONTRACT §11). */
+export const operationsRoutes =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const c = ctx.config;
+
+    app.get('/api/limits', async (req, reply) => {
+      const p = await ctx.guard(req, reply, 'any');
+      return {
+        ingest: { requestsPerSecond: c.INGEST_RATE_PER_SEC, burst: c.INGEST_BURST },
+        read: { requestsPerSecond: c.READ_RATE_PER_SEC, burst: c.READ_BURST },
+        body: { maxBytes: c.BODY_MAX_BYTES, maxDecodedBytes: c.BODY_MAX_DECODED_BYTES },
+        items: {
+          executions: c.MAX_EXECUTIONS_PER_REQUEST,
+          logs: c.MAX_LOGS_PER_REQUEST,
+          metrics: c.MAX_METRICS_PER_REQUEST,
+        },
+        pageSize: { default: c.PAGE_SIZE_DEFAULT, max: c.PAGE_SIZE_MAX },
+        maxResultWindow: c.MAX_RESULT_WINDOW,
+        context: {
+          maxIndexedKeys: MAX_INDEXED_CONTEXT_KEYS,
+          maxKeysPerSearch: 5,
+          maxValuesPerKey: 10,
+          windowWithoutServiceHours: 24,
+          windowWithServiceDays: 7,
+        },
+        metrics: { maxPoints: 1500 },
+        retentionDays: ctx.control.settingsOf(p.workspaceId).retentionDays,
+      };
+    });
+
+    app.get('/metrics', async (req, reply) => {
+      if (c.METRICS_TOKEN) {
+        const sent = Buffer.from(String(req.headers.authorization ?? ''));
+        const want = Buffer.from(`Bearer ${c.METRICS_TOKEN}`);
+        if (sent.length !== want.length || !crypto.timingSafeEqual(sent, want))
+          throw unauthorized('a metrics token is required');
+      }
+      await ctx.metrics.refreshLag();
+      reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8');
+      return ctx.metrics.registry.render();
+    });
+  };

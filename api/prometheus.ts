@@ -80,7 +80,9 @@ export class Histogram extends Metric {
     const lines = this.header('histogram');
     for (const [k, s] of this.#series) {
       const sep = k ? ',' : '';
-      this.#buckets.forEach((b, i) => lines.push(`${this.name}_bucket{${k}${sep}le="${b}"} ${s.counts[i]}`));
+      for (let i = 0; i < this.#buckets.length; i++) {
+        lines.push(`${this.name}_bucket{${k}${sep}le="${this.#buckets[i]}"} ${s.counts[i]}`);
+      }
       lines.push(`${this.name}_bucket{${k}${sep}le="+Inf"} ${s.count}`);
       lines.push(`${this.name}_sum${k ? `{${k}}` : ''} ${s.sum}`);
       lines.push(`${this.name}_count${k ? `{${k}}` : ''} ${s.count}`);

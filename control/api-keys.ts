@@ -1,4 +1,4 @@
-import { type ApiKeyRecord, apiKeyRecordSchema, type Permission } from '../schemas/control.js';
+import type { ApiKeyRecord, Permission } from '../schemas/control.js';
 import type { Mode } from '../schemas/records.js';
 import { generateSecret, newId, sha256Hex } from './secrets.js';
 import type { ControlStore } from './store.js';

@@ -42,11 +42,11 @@ export default function parse(task: ParseTask): ParseResult {
   let out: ReturnType<typeof processPayload>;
   try {
     payload = decode(task);
-    out = processPayload(payload, {
-      mode: task.mode,
-      requestId: task.requestId,
-      receivedAt: task.receivedAt,
-    });
+    out = processPayload(
+      payload,
+      { mode: task.mode, requestId: task.requestId, receivedAt: task.receivedAt },
+      { classifyRules: cachedOutcomeRules(task.outcomeRules) },
+    );
   } catch (err) {
     // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a
     // record of it rather than lose it silently.

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { type Logger, pino } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { LOG_REDACT_PATHS } from './api/log-redaction.js';
 import { type Broker, connectBroker } from './broker/connection.js';
@@ -37,8 +37,9 @@ export interface StartOptions {
   afterCommit?: PipelineOptions['afterCommit'];
 }
 
-export function createLogger(config: Config): Logger {
-  return pino({ level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } });
+/** The root logger; `destination` lets a test read every line the service writes. */
+export function createLogger(config: Config, destination?: DestinationStream): Logger {
+  return pino({ level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } }, destination);
 }
 
 function announceFirstStart(port: number): void {
@@ -81,6 +82,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     maxMsgBytes: Math.max(8 * 1024 * 1024, config.BODY_MAX_BYTES + 64 * 1024),
     ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
     maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
+    log: (msg) => log.warn(msg),
   });
   const control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {
     retentionDays: config.RETENTION_DAYS,

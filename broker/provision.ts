@@ -3,6 +3,7 @@ import {
   DeliverPolicy,
   DiscardPolicy,
   type JetStreamManager,
+  RetentionPolicy,
   StorageType,
 } from '@nats-io/jetstream';
 import type { Kvm } from '@nats-io/kv';
@@ -33,6 +34,7 @@ export interface ProvisionOptions {
   maxMsgBytes: number;
   ackWaitMs: number;
   maxAckPending: number;
+  log?: (msg: string) => void;
 }
 
 /** CONTRACT §5: a byte-identical body or a reused idempotency key within 10 minutes is stored once. */
@@ -53,20 +55,41 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
     name: INGEST_STREAM,
     subjects: ['ingest.>'],
     storage: StorageType.File,
-    // When the store is full, refuse new payloads (503) rather than drop unprocessed ones.
+    // A payload leaves the stream when the pipeline acks it; until then nothing drops it: when the store is
+    // full, new payloads are refused (503) instead.
+    retention: RetentionPolicy.Workqueue,
     discard: DiscardPolicy.New,
-    max_age: nanos(opts.maxAgeHours * 3600 * 1000),
+    max_age: opts.maxAgeHours > 0 ? nanos(opts.maxAgeHours * 3600 * 1000) : 0,
     max_bytes: opts.maxBytes,
     max_msg_size: opts.maxMsgBytes,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     num_replicas: 1,
   };
+  let existing: Awaited<ReturnType<JetStreamManager['streams']['info']>> | null = null;
   try {
-    await jsm.streams.info(INGEST_STREAM);
-    const { storage: _s, ...mutable } = stream;
-    await jsm.streams.update(INGEST_STREAM, mutable);
+    existing = await jsm.streams.info(INGEST_STREAM);
   } catch (err) {
     if (!isNotFound(err)) throw err;
+  }
+  if (existing && existing.config.retention !== RetentionPolicy.Workqueue) {
+    // A store made before work-queue retention: its retention cannot change in place. Recreate it only when
+    // nothing in it is waiting for the pipeline; otherwise keep it and say so.
+    const pending = await jsm.consumers
+      .info(INGEST_STREAM, PIPELINE_CONSUMER)
+      .then((c) => c.num_pending + c.num_ack_pending)
+      .catch(() => existing!.state.messages);
+    if (pending === 0) {
+      await jsm.streams.delete(INGEST_STREAM);
+      existing = null;
+      opts.log?.(`recreated ${INGEST_STREAM} with work-queue retention`);
+    } else {
+      opts.log?.(`${INGEST_STREAM} keeps limits retention until its ${pending} pending payloads are processed; restart then`);
+    }
+  }
+  if (existing) {
+    const { storage: _s, retention: _r, ...mutable } = stream;
+    await jsm.streams.update(INGEST_STREAM, mutable);
+  } else {
     await jsm.streams.add(stream);
   }
   const consumer = {

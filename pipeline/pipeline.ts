@@ -8,6 +8,7 @@ import type { Config } from '../schemas/config.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
+import { applyRetention } from '../storage/retention.js';
 import { workerFile } from '../storage/worker-file.js';
 import { Batcher } from './batcher.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
@@ -49,6 +50,9 @@ export interface PipelineOptions {
 /** A temporary file this old was left by a writer that died before committing it. */
 const ORPHAN_MIN_AGE_MS = 10 * 60 * 1000;
 
+/** Expired partitions are deleted at start and then every hour. */
+const RETENTION_EVERY_MS = 3_600_000;
+
 /** How often the journal is pruned against the consumer's ack floor. */
 const PRUNE_EVERY_MS = 5000;
 
@@ -66,6 +70,7 @@ export class Pipeline {
   #loop: Promise<void> | null = null;
   #inFlight = new Set<Promise<void>>();
   #lastPrune = 0;
+  #retentionTimer: NodeJS.Timeout | null = null;
   readonly #stats: PipelineStats = {
     messages: 0,
     redeliveredSkipped: 0,
@@ -97,6 +102,9 @@ export class Pipeline {
     if (recovered.entries > 0) log.info(recovered, 'commit journal recovered');
     const orphans = await removeOrphanTempFiles(config.dataDir, ORPHAN_MIN_AGE_MS);
     if (orphans > 0) log.info({ orphans }, 'removed uncommitted temporary files');
+    await this.#retention();
+    this.#retentionTimer = setInterval(() => void this.#retention(), RETENTION_EVERY_MS);
+    this.#retentionTimer.unref();
     this.#pool = new Piscina({
       filename: workerFile(import.meta.url, 'parse-worker.js'),
       minThreads: config.pipelineWorkers,
@@ -211,6 +219,15 @@ export class Pipeline {
     return this.#rulesText.get(workspaceId);
   }
 
+  async #retention(): Promise<void> {
+    try {
+      const r = await applyRetention(this.#o.config.dataDir, (ws) => this.#o.control.settingsOf(ws).retentionDays);
+      if (r.removedPartitions > 0) this.#o.log.info(r, 'retention removed expired partitions');
+    } catch (err) {
+      this.#o.log.warn({ err }, 'retention run failed; it runs again within the hour');
+    }
+  }
+
   async #maybePrune(): Promise<void> {
     if (Date.now() - this.#lastPrune < PRUNE_EVERY_MS) return;
     this.#lastPrune = Date.now();
@@ -240,6 +257,7 @@ export class Pipeline {
 
   /** Stops intake, finishes in-flight messages, flushes, and closes the workers. */
   async stop(): Promise<void> {
+    if (this.#retentionTimer) clearInterval(this.#retentionTimer);
     await this.#messages?.close().catch(() => {});
     await this.#loop?.catch(() => {});
     await Promise.allSettled([...this.#inFlight]);

@@ -38,8 +38,8 @@ export const configSchema = z.object({
   /** Unacked messages are redelivered after this long; must cover a slow flush. */
   CONSUMER_ACK_WAIT_MS: int(30_000, 1000),
   PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('zstd'),
-  /** How long JetStream keeps raw payloads; the pipeline normally acks them within a second. */
-  STREAM_MAX_AGE_HOURS: int(72, 1),
+  /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */
+  STREAM_MAX_AGE_HOURS: int(0, 0),
   STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),
 
   // Limits (CONTRACT §4). Rates are per key or session, per API process.

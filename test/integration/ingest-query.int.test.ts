@@ -151,6 +151,9 @@ describe('ingest → executions', () => {
     const ex = execution();
     const body = JSON.stringify({ executions: [ex] });
     const first = await ingest(stack.service, tenant.keys.test!, body);
+    // Processed payloads leave the stream (work-queue retention), yet a resend is still recognized.
+    await stack.service.pipeline!.drained();
+    expect((await stack.service.broker.jsm.streams.info('SVC_INGEST')).state.messages).toBe(0);
     const second = await ingest(stack.service, tenant.keys.test!, body);
     expect(json(first).duplicate).toBe(false);
     expect(json(second).duplicate).toBe(true);

@@ -13,18 +13,27 @@ export interface BatcherOptions {
   maxRows: number;
   flushIntervalMs: number;
   log: BatcherLog;
+  /** Which of these stream sequences another process has committed meanwhile (their rows must not be written). */
+  committedElsewhere: (seqs: number[]) => Promise<Set<number>>;
+  /** Called once a message is acked or naked: it is no longer this process's to hold. */
+  onSettled: (msg: JsMsg) => void;
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
   /** Test seam: runs after a batch is committed and before its messages are acked. */
   afterCommit?: () => Promise<void> | void;
 }
 
-interface Batch {
-  parts: Map<string, PartitionBatch>;
-  messages: JsMsg[];
-  rows: number;
+/** One parsed message: its rows stay together, in one commit. */
+interface Entry {
+  msg: JsMsg;
+  workspaceId: string;
+  mode: Mode;
+  chunks: ColumnChunk[];
 }
 
-const emptyBatch = (): Batch => ({ parts: new Map(), messages: [], rows: 0 });
+interface Batch {
+  entries: Entry[];
+  rows: number;
+}
 
 /**
  * Gathers parsed messages and flushes them, on size or on a timer, as one commit. Flushes never overlap; the
@@ -33,7 +42,7 @@ const emptyBatch = (): Batch => ({ parts: new Map(), messages: [], rows: 0 });
  */
 export class Batcher {
   readonly #o: BatcherOptions;
-  #batch = emptyBatch();
+  #batch: Batch = { entries: [], rows: 0 };
   #timer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> | null = null;
   #again = false;
@@ -43,25 +52,11 @@ export class Batcher {
     this.#o = opts;
   }
 
-  get pendingRows(): number {
-    return this.#batch.rows;
-  }
-
   add(msg: JsMsg, workspaceId: string, mode: Mode, chunks: ColumnChunk[]): void {
     const b = this.#batch;
-    if (b.messages.length === 0)
-      this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
-    b.messages.push(msg);
-    for (const c of chunks) {
-      const key = `${c.dataset}|${workspaceId}|${mode}|${c.hour}`;
-      let part = b.parts.get(key);
-      if (!part) {
-        part = { dataset: c.dataset, workspaceId, mode, hour: c.hour, chunks: [] };
-        b.parts.set(key, part);
-      }
-      part.chunks.push(c);
-      b.rows += c.rows;
-    }
+    if (b.entries.length === 0) this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
+    b.entries.push({ msg, workspaceId, mode, chunks });
+    for (const c of chunks) b.rows += c.rows;
     if (b.rows >= this.#o.maxRows) this.#requestFlush();
   }
 
@@ -95,30 +90,63 @@ export class Batcher {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = null;
       const batch = this.#batch;
-      this.#batch = emptyBatch();
+      this.#batch = { entries: [], rows: 0 };
       for (const w of this.#roomWaiters.splice(0)) w();
-      if (batch.messages.length > 0) await this.#write(batch);
+      if (batch.entries.length > 0) await this.#write(batch.entries);
     } while (this.#again || this.#batch.rows >= this.#o.maxRows);
   }
 
-  async #write(batch: Batch): Promise<void> {
+  #settle(entries: Entry[], how: 'ack' | 'nak'): void {
+    for (const e of entries) {
+      if (how === 'ack') e.msg.ack();
+      else e.msg.nak(1000);
+      this.#o.onSettled(e.msg);
+    }
+  }
+
+  async #write(all: Entry[]): Promise<void> {
     const started = performance.now();
     let stats: WriteStats = { files: 0, rows: 0, bytes: 0 };
-    if (batch.parts.size > 0) {
-      try {
-        stats = await this.#o.writer.write(
-          [...batch.parts.values()],
-          batch.messages.map((m) => m.seq),
+    let entries = all;
+    try {
+      // A message this process held too long may have been redelivered to another process and committed
+      // there: its rows must not be written a second time.
+      const elsewhere = await this.#o.committedElsewhere(all.map((e) => e.msg.seq));
+      if (elsewhere.size > 0) {
+        this.#settle(
+          all.filter((e) => elsewhere.has(e.msg.seq)),
+          'ack',
         );
-      } catch (err) {
-        // Nothing was committed: the messages come back and are processed again.
-        this.#o.log.error(
-          { err, messages: batch.messages.length },
-          'batch write failed; messages will be redelivered',
-        );
-        for (const m of batch.messages) m.nak(1000);
-        return;
+        entries = all.filter((e) => !elsewhere.has(e.msg.seq));
       }
+      const parts = new Map<string, PartitionBatch>();
+      for (const e of entries) {
+        for (const c of e.chunks) {
+          const key = `${c.dataset}|${e.workspaceId}|${e.mode}|${c.hour}`;
+          let part = parts.get(key);
+          if (!part) {
+            part = { dataset: c.dataset, workspaceId: e.workspaceId, mode: e.mode, hour: c.hour, chunks: [] };
+            parts.set(key, part);
+          }
+          part.chunks.push(c);
+        }
+      }
+      if (parts.size > 0) {
+        stats = await this.#o.writer.write(
+          [...parts.values()],
+          entries.map((e) => e.msg.seq),
+        );
+      }
+    } catch (err) {
+      // Nothing was committed: the messages come back and are processed again.
+      this.#o.log.error(
+        { err, messages: entries.length },
+        'batch write failed; messages will be redelivered',
+      );
+      this.#settle(entries, 'nak');
+      return;
+    }
+    if (stats.files > 0) {
       try {
         await this.#o.afterCommit?.();
       } catch (err) {
@@ -127,9 +155,9 @@ export class Batcher {
         return;
       }
     }
-    for (const m of batch.messages) m.ack();
+    this.#settle(entries, 'ack');
     const ms = performance.now() - started;
-    this.#o.onFlushed?.({ ...stats, messages: batch.messages.length, ms });
-    this.#o.log.debug({ ...stats, messages: batch.messages.length, ms: Math.round(ms) }, 'batch flushed');
+    this.#o.onFlushed?.({ ...stats, messages: entries.length, ms });
+    this.#o.log.debug({ ...stats, messages: entries.length, ms: Math.round(ms) }, 'batch flushed');
   }
 }

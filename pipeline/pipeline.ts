@@ -26,6 +26,8 @@ export interface PipelineStats {
   redeliveredSkipped: number;
   /** Messages whose processing threw (naked, to come again): a bug or a broken worker, never client data. */
   failed: number;
+  /** Deliveries of a message this process already held (dropped; the held copy is acked). */
+  duplicateDeliveries: number;
   executions: number;
   logs: number;
   metrics: number;
@@ -69,12 +71,16 @@ export class Pipeline {
   #messages: ConsumerMessages | null = null;
   #loop: Promise<void> | null = null;
   #inFlight = new Set<Promise<void>>();
+  /** Messages received and not yet acked or naked, by stream sequence. */
+  readonly #held = new Map<number, JsMsg>();
+  #heartbeat: NodeJS.Timeout | null = null;
   #lastPrune = 0;
   #retentionTimer: NodeJS.Timeout | null = null;
   readonly #stats: PipelineStats = {
     messages: 0,
     redeliveredSkipped: 0,
     failed: 0,
+    duplicateDeliveries: 0,
     executions: 0,
     logs: 0,
     metrics: 0,
@@ -122,6 +128,8 @@ export class Pipeline {
       flushIntervalMs: config.FLUSH_INTERVAL_MS,
       log,
       afterCommit: this.#o.afterCommit,
+      committedElsewhere: (seqs) => this.#journal.committedAmong(seqs),
+      onSettled: (m) => this.#held.delete(m.seq),
       onFlushed: (s) => {
         this.#stats.flushes++;
         this.#stats.rowsWritten += s.rows;
@@ -134,6 +142,19 @@ export class Pipeline {
     const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
     this.#messages = await consumer.consume({ max_messages: config.CONSUMER_MAX_MESSAGES });
     this.#loop = this.#consume(this.#messages);
+    // Held messages (parsing, waiting for a flush, being written) must not be redelivered meanwhile: tell the
+    // server they are in progress well within the ack wait.
+    const every = Math.max(500, Math.floor(config.CONSUMER_ACK_WAIT_MS / 3));
+    this.#heartbeat = setInterval(() => {
+      for (const m of this.#held.values()) {
+        try {
+          m.working();
+        } catch {
+          // The connection is down; the server redelivers after the ack wait, and the journal catches that.
+        }
+      }
+    }, every);
+    this.#heartbeat.unref();
   }
 
   async #consume(messages: ConsumerMessages): Promise<void> {
@@ -148,12 +169,19 @@ export class Pipeline {
         this.#o.log.debug({ subject: m.subject }, 'skipped a message without delivery info');
         continue;
       }
+      if (this.#held.has(seq)) {
+        // Delivered again while this process still holds it (its ack is on the way): one copy is enough.
+        this.#stats.duplicateDeliveries++;
+        continue;
+      }
+      this.#held.set(seq, m);
       await this.#batcher!.waitForRoom();
       while (this.#inFlight.size >= maxInFlight) await Promise.race(this.#inFlight);
       const p = this.#handle(m).catch((err) => {
         this.#stats.failed++;
         this.#o.log.error({ err, seq }, 'message processing failed; it will be redelivered');
         m.nak(1000);
+        this.#held.delete(seq);
       });
       this.#inFlight.add(p);
       void p.finally(() => this.#inFlight.delete(p));
@@ -178,11 +206,13 @@ export class Pipeline {
         'ingest message without valid headers; terminated',
       );
       m.term();
+      this.#held.delete(m.seq);
       return;
     }
     if (m.info.redelivered && (await this.#journal.isCommitted(m.seq))) {
       this.#stats.redeliveredSkipped++;
       m.ack();
+      this.#held.delete(m.seq);
       return;
     }
     // A copy with its own ArrayBuffer, so that buffer can move to the worker. m.data is a Node Buffer viewing the
@@ -221,7 +251,10 @@ export class Pipeline {
 
   async #retention(): Promise<void> {
     try {
-      const r = await applyRetention(this.#o.config.dataDir, (ws) => this.#o.control.settingsOf(ws).retentionDays);
+      const r = await applyRetention(
+        this.#o.config.dataDir,
+        (ws) => this.#o.control.settingsOf(ws).retentionDays,
+      );
       if (r.removedPartitions > 0) this.#o.log.info(r, 'retention removed expired partitions');
     } catch (err) {
       this.#o.log.warn({ err }, 'retention run failed; it runs again within the hour');
@@ -258,6 +291,7 @@ export class Pipeline {
   /** Stops intake, finishes in-flight messages, flushes, and closes the workers. */
   async stop(): Promise<void> {
     if (this.#retentionTimer) clearInterval(this.#retentionTimer);
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
     await this.#messages?.close().catch(() => {});
     await this.#loop?.catch(() => {});
     await Promise.allSettled([...this.#inFlight]);

@@ -104,6 +104,12 @@ export class CommitJournal {
     return this.#committed.has(seq);
   }
 
+  /** Which of these sequences are in a journal entry (this process's or another's), read afresh. */
+  async committedAmong(seqs: number[]): Promise<Set<number>> {
+    await this.#loadNew();
+    return new Set(seqs.filter((s) => this.#committed.has(s)));
+  }
+
   nextCommitNo(): number {
     return ++this.#commitNo;
   }

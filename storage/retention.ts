@@ -25,7 +25,10 @@ export async function applyRetention(
     const base = path.join(dataDir, dataset);
     for (const wsDir of await fs.readdir(base).catch(() => [] as string[])) {
       if (!wsDir.startsWith('ws=')) continue;
-      const days = dataset === ('rejections' satisfies DatasetName) ? REJECTIONS_RETENTION_DAYS : retentionDaysOf(wsDir.slice(3));
+      const days =
+        dataset === ('rejections' satisfies DatasetName)
+          ? REJECTIONS_RETENTION_DAYS
+          : retentionDaysOf(wsDir.slice(3));
       const cutoff = now - days * DAY_MS;
       for (const modeDir of await fs.readdir(path.join(base, wsDir)).catch(() => [] as string[])) {
         const dir = path.join(base, wsDir, modeDir);

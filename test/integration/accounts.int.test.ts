@@ -23,7 +23,11 @@ describe('sign-up, log-in, sessions', () => {
     expect(b.workspace).toEqual({ id: expect.stringMatching(/^ws_/), name: 'Ada Inc' });
     expect(b.session.token).toMatch(/^svc_sess_[A-Za-z0-9]{32}$/);
     expect(Date.parse(b.session.expiresAt) - Date.now()).toBeGreaterThan(6.9 * 86_400_000);
-    expect(b.testKey).toMatchObject({ mode: 'test', permissions: ['ingest', 'read'], key: expect.stringMatching(/^svc_test_/) });
+    expect(b.testKey).toMatchObject({
+      mode: 'test',
+      permissions: ['ingest', 'read'],
+      key: expect.stringMatching(/^svc_test_/),
+    });
     expect(b.testKey.prefix).toBe(b.testKey.key.slice(0, 12));
     expect(b.testKey.last4).toBe(b.testKey.key.slice(-4));
     const cookie = String(res.headers['set-cookie']);
@@ -36,31 +40,50 @@ describe('sign-up, log-in, sessions', () => {
     const keys = await call(stack.service, 'GET', '/api/keys', { token: b.session.token });
     expect(keys.statusCode).toBe(200);
     expect(keys.body).not.toContain(b.testKey.key);
-    expect(keys.json().data).toEqual([expect.objectContaining({ id: b.testKey.id, prefix: b.testKey.prefix, revokedAt: null })]);
+    expect(keys.json().data).toEqual([
+      expect.objectContaining({ id: b.testKey.id, prefix: b.testKey.prefix, revokedAt: null }),
+    ]);
   });
 
   it('refuses a taken e-mail, a short password and a bad address', async () => {
     const a = await signup(stack.service);
-    const again = await call(stack.service, 'POST', '/api/auth/signup', { body: { email: a.email.toUpperCase(), password: 'another long one' } });
+    const again = await call(stack.service, 'POST', '/api/auth/signup', {
+      body: { email: a.email.toUpperCase(), password: 'another long one' },
+    });
     expect(again.statusCode).toBe(409);
     expect(errorCode(again)).toBe('CONFLICT');
-    const short = await call(stack.service, 'POST', '/api/auth/signup', { body: { email: uniqueEmail(), password: 'short' } });
+    const short = await call(stack.service, 'POST', '/api/auth/signup', {
+      body: { email: uniqueEmail(), password: 'short' },
+    });
     expect(short.statusCode).toBe(400);
     expect(short.json().error.details[0].path).toBe('password');
-    const bad = await call(stack.service, 'POST', '/api/auth/signup', { body: { email: 'nope', password: 'long enough password' } });
+    const bad = await call(stack.service, 'POST', '/api/auth/signup', {
+      body: { email: 'nope', password: 'long enough password' },
+    });
     expect(bad.json().error.details[0].path).toBe('email');
   });
 
   it('log-in, me by bearer and by cookie, log-out ends the session at once', async () => {
     const a = await signup(stack.service);
-    const login = await call(stack.service, 'POST', '/api/auth/login', { body: { email: a.email, password: a.password } });
+    const login = await call(stack.service, 'POST', '/api/auth/login', {
+      body: { email: a.email, password: a.password },
+    });
     expect(login.statusCode).toBe(200);
     const token = login.json().session.token as string;
-    expect(login.json()).toMatchObject({ user: { id: a.userId, email: a.email }, workspace: { id: a.workspaceId } });
+    expect(login.json()).toMatchObject({
+      user: { id: a.userId, email: a.email },
+      workspace: { id: a.workspaceId },
+    });
 
     const me = await call(stack.service, 'GET', '/api/auth/me', { token });
-    expect(me.json()).toMatchObject({ user: { id: a.userId }, workspace: { id: a.workspaceId }, role: 'owner' });
-    const byCookie = await call(stack.service, 'GET', '/api/auth/me', { headers: { cookie: `theme=dark; svc_session=${token}` } });
+    expect(me.json()).toMatchObject({
+      user: { id: a.userId },
+      workspace: { id: a.workspaceId },
+      role: 'owner',
+    });
+    const byCookie = await call(stack.service, 'GET', '/api/auth/me', {
+      headers: { cookie: `theme=dark; svc_session=${token}` },
+    });
     expect(byCookie.statusCode).toBe(200);
 
     const out = await call(stack.service, 'POST', '/api/auth/logout', { token });
@@ -76,15 +99,21 @@ describe('sign-up, log-in, sessions', () => {
   it('repeated failed log-ins for one e-mail are refused with RATE_LIMITED', async () => {
     const a = await signup(stack.service);
     for (let i = 0; i < 5; i++) {
-      const res = await call(stack.service, 'POST', '/api/auth/login', { body: { email: a.email, password: `wrong password ${i}` } });
+      const res = await call(stack.service, 'POST', '/api/auth/login', {
+        body: { email: a.email, password: `wrong password ${i}` },
+      });
       expect(res.statusCode).toBe(401);
     }
-    const limited = await call(stack.service, 'POST', '/api/auth/login', { body: { email: a.email, password: a.password } });
+    const limited = await call(stack.service, 'POST', '/api/auth/login', {
+      body: { email: a.email, password: a.password },
+    });
     expect(limited.statusCode).toBe(429);
     expect(errorCode(limited)).toBe('RATE_LIMITED');
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
     // An unknown e-mail is the same 401 as a wrong password.
-    const unknown = await call(stack.service, 'POST', '/api/auth/login', { body: { email: uniqueEmail(), password: 'whatever it is' } });
+    const unknown = await call(stack.service, 'POST', '/api/auth/login', {
+      body: { email: uniqueEmail(), password: 'whatever it is' },
+    });
     expect(unknown.statusCode).toBe(401);
     expect(unknown.json().error.message).toBe('wrong e-mail or password');
   });
@@ -106,7 +135,9 @@ describe('members and roles', () => {
       });
       expect(res.statusCode).toBe(201);
       expect(res.json()).toMatchObject({ email, role, name: role, id: expect.stringMatching(/^usr_/) });
-      const login = await call(stack.service, 'POST', '/api/auth/login', { body: { email, password: 'member password 1' } });
+      const login = await call(stack.service, 'POST', '/api/auth/login', {
+        body: { email, password: 'member password 1' },
+      });
       return { id: res.json().id as string, token: login.json().session.token as string };
     };
     const m = await add('member');
@@ -121,10 +152,16 @@ describe('members and roles', () => {
     expect(list.json().data.map((u: { role: string }) => u.role)).toEqual(['owner', 'member', 'admin']);
     expect(list.body).not.toContain('passwordHash');
     expect((await call(stack.service, 'GET', '/api/keys', { token: memberToken })).statusCode).toBe(200);
-    expect((await call(stack.service, 'GET', '/api/executions', { token: memberToken })).statusCode).toBe(200);
+    expect((await call(stack.service, 'GET', '/api/executions', { token: memberToken })).statusCode).toBe(
+      200,
+    );
     for (const [method, url, body] of [
       ['POST', '/api/keys', { name: 'x', mode: 'live' }],
-      ['POST', '/api/workspace/members', { email: uniqueEmail(), role: 'member', password: 'long password 1' }],
+      [
+        'POST',
+        '/api/workspace/members',
+        { email: uniqueEmail(), role: 'member', password: 'long password 1' },
+      ],
       ['PATCH', '/api/workspace/settings', { retentionDays: 3 }],
       ['GET', '/api/workspace/settings', undefined],
     ] as const) {
@@ -132,7 +169,10 @@ describe('members and roles', () => {
       expect(res.statusCode, `${method} ${url}`).toBe(403);
       expect(errorCode(res)).toBe('FORBIDDEN');
     }
-    const byAdmin = await call(stack.service, 'POST', '/api/keys', { token: adminToken, body: { name: 'ci', mode: 'live' } });
+    const byAdmin = await call(stack.service, 'POST', '/api/keys', {
+      token: adminToken,
+      body: { name: 'ci', mode: 'live' },
+    });
     expect(byAdmin.statusCode).toBe(201);
     expect(byAdmin.json().permissions).toEqual(['ingest']);
   });
@@ -144,20 +184,36 @@ describe('members and roles', () => {
       ['GET', '/api/workspace/members'],
       ['GET', '/api/workspace/settings'],
     ] as const) {
-      const res = await call(stack.service, method, url, { token: owner.testKey, body: method === 'POST' ? { name: 'k', mode: 'test' } : undefined });
+      const res = await call(stack.service, method, url, {
+        token: owner.testKey,
+        body: method === 'POST' ? { name: 'k', mode: 'test' } : undefined,
+      });
       expect(res.statusCode, `${method} ${url}`).toBe(403);
     }
-    expect((await call(stack.service, 'GET', '/api/workspace', { token: owner.testKey })).json()).toMatchObject({ id: owner.workspaceId, role: null });
+    expect(
+      (await call(stack.service, 'GET', '/api/workspace', { token: owner.testKey })).json(),
+    ).toMatchObject({ id: owner.workspaceId, role: null });
   });
 
   it('removing a member ends their sessions at once; the owner stays; other workspaces see NOT_FOUND', async () => {
     const other = await signup(stack.service, 'other');
-    expect((await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, { token: other.session })).statusCode).toBe(404);
-    expect((await call(stack.service, 'DELETE', `/api/workspace/members/${owner.userId}`, { token: adminToken })).statusCode).toBe(403);
-    const del = await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, { token: owner.session });
+    expect(
+      (await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, { token: other.session }))
+        .statusCode,
+    ).toBe(404);
+    expect(
+      (await call(stack.service, 'DELETE', `/api/workspace/members/${owner.userId}`, { token: adminToken }))
+        .statusCode,
+    ).toBe(403);
+    const del = await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, {
+      token: owner.session,
+    });
     expect(del.statusCode).toBe(204);
     expect((await call(stack.service, 'GET', '/api/auth/me', { token: memberToken })).statusCode).toBe(401);
-    expect((await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, { token: owner.session })).statusCode).toBe(404);
+    expect(
+      (await call(stack.service, 'DELETE', `/api/workspace/members/${memberId}`, { token: owner.session }))
+        .statusCode,
+    ).toBe(404);
   });
 });
 
@@ -170,28 +226,56 @@ describe('API keys', () => {
     });
     expect(created.statusCode).toBe(201);
     const k = created.json();
-    expect(k).toMatchObject({ name: 'prod', mode: 'live', permissions: ['ingest', 'read'], revokedAt: null, lastUsedAt: null });
+    expect(k).toMatchObject({
+      name: 'prod',
+      mode: 'live',
+      permissions: ['ingest', 'read'],
+      revokedAt: null,
+      lastUsedAt: null,
+    });
     expect(k.key).toMatch(/^svc_live_[A-Za-z0-9]{32}$/);
 
     const live = execution({ service: 'live-only', mode: 'live' });
     expect((await ingest(stack.service, k.key, { executions: [live] })).statusCode).toBe(202);
     // Test data under a live key, and live data under the test key, are refused.
-    expect((await ingest(stack.service, k.key, { resource: { mode: 'test' }, executions: [] })).statusCode).toBe(403);
+    expect(
+      (await ingest(stack.service, k.key, { resource: { mode: 'test' }, executions: [] })).statusCode,
+    ).toBe(403);
     expect((await get(stack.service, owner.testKey, '/api/executions?mode=live')).statusCode).toBe(403);
     expect((await get(stack.service, k.key, '/api/executions?mode=test')).statusCode).toBe(403);
     const seen = await eventually(
-      async () => json<{ total: number }>(await get(stack.service, k.key, '/api/executions?serviceName=live-only')).total,
+      async () =>
+        json<{ total: number }>(await get(stack.service, k.key, '/api/executions?serviceName=live-only'))
+          .total,
       (n) => n === 1,
     );
     expect(seen).toBe(1);
-    expect(json<{ total: number }>(await get(stack.service, owner.testKey, '/api/executions?serviceName=live-only')).total).toBe(0);
+    expect(
+      json<{ total: number }>(
+        await get(stack.service, owner.testKey, '/api/executions?serviceName=live-only'),
+      ).total,
+    ).toBe(0);
     // A session reads both modes; test unless it names live.
-    expect((await call(stack.service, 'GET', '/api/executions?serviceName=live-only', { token: owner.session })).json().total).toBe(0);
-    expect((await call(stack.service, 'GET', '/api/executions?serviceName=live-only&mode=live', { token: owner.session })).json().total).toBe(1);
+    expect(
+      (
+        await call(stack.service, 'GET', '/api/executions?serviceName=live-only', { token: owner.session })
+      ).json().total,
+    ).toBe(0);
+    expect(
+      (
+        await call(stack.service, 'GET', '/api/executions?serviceName=live-only&mode=live', {
+          token: owner.session,
+        })
+      ).json().total,
+    ).toBe(1);
 
     const other = await signup(stack.service, 'other');
-    expect((await call(stack.service, 'DELETE', `/api/keys/${k.id}`, { token: other.session })).statusCode).toBe(404);
-    expect((await call(stack.service, 'DELETE', `/api/keys/${k.id}`, { token: owner.session })).statusCode).toBe(204);
+    expect(
+      (await call(stack.service, 'DELETE', `/api/keys/${k.id}`, { token: other.session })).statusCode,
+    ).toBe(404);
+    expect(
+      (await call(stack.service, 'DELETE', `/api/keys/${k.id}`, { token: owner.session })).statusCode,
+    ).toBe(204);
     const refused = await ingest(stack.service, k.key, { executions: [] });
     expect(refused.statusCode).toBe(401);
     expect(errorCode(refused)).toBe('UNAUTHORIZED');

@@ -92,3 +92,23 @@ describe('crash between file commit and ack', () => {
     }
   });
 });
+
+describe('a message held longer than the ack wait', () => {
+  it('is not redelivered into a second copy while the pipeline still holds it', async () => {
+    // A flush interval far beyond the ack wait: without in-progress signals the server would redeliver the
+    // message several times before the first copy is committed.
+    const slow = await startStack('held', { CONSUMER_ACK_WAIT_MS: '1000', FLUSH_INTERVAL_MS: '3500' });
+    try {
+      const t = await createTenant(slow.service);
+      const ex = execution({ service: 'held' });
+      expect((await ingest(slow.service, t.keys.test!, { executions: [ex] })).statusCode).toBe(202);
+      await slow.service.pipeline!.drained();
+      await new Promise((r) => setTimeout(r, 1500)); // a late redelivery would land meanwhile
+      await slow.service.pipeline!.drained();
+      const res = await get(slow.service, t.keys.test!, '/api/executions?serviceName=held');
+      expect(json<{ total: number }>(res).total).toBe(1);
+    } finally {
+      await slow.close();
+    }
+  });
+});

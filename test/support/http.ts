@@ -19,10 +19,12 @@ export async function call(
   });
 }
 
-export const errorCode = (res: LightMyRequestResponse) => (res.json() as { error?: { code?: string } }).error?.code;
+export const errorCode = (res: LightMyRequestResponse) =>
+  (res.json() as { error?: { code?: string } }).error?.code;
 
 let n = 0;
-export const uniqueEmail = (tag = 'user') => `${tag}-${process.pid}-${Date.now().toString(36)}-${++n}@example.com`;
+export const uniqueEmail = (tag = 'user') =>
+  `${tag}-${process.pid}-${Date.now().toString(36)}-${++n}@example.com`;
 
 export interface SignedUp {
   email: string;
@@ -44,5 +46,12 @@ export async function signup(service: Service, tag = 'owner'): Promise<SignedUp>
     session: { token: string };
     testKey: { key: string };
   };
-  return { email, password, session: b.session.token, testKey: b.testKey.key, workspaceId: b.workspace.id, userId: b.user.id };
+  return {
+    email,
+    password,
+    session: b.session.token,
+    testKey: b.testKey.key,
+    workspaceId: b.workspace.id,
+    userId: b.user.id,
+  };
 }

@@ -27,11 +27,15 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     },
     return503OnClosing: true,
   });
+
+  const ctx = createContext(deps);
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     reply.header('api-version', API_VERSION);
+    // Credentials, permission and rate before anything reads (or decompresses) the body.
+    const need = req.routeOptions.config?.need;
+    if (need) await ctx.guard(req, reply, need);
   });
-  const ctx = createContext(deps);
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url;
     if (route === '/api/ingest') ctx.metrics.ingestRequests.inc({ status: String(reply.statusCode) });

@@ -47,6 +47,16 @@ declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
   }
+  interface FastifyContextConfig {
+    /** What the route needs: checked in onRequest, before the body is read (CONTRACT §3: 401 comes first). */
+    need?: Need;
+  }
+}
+
+/** The caller the onRequest guard authenticated for this route. */
+export function principalOf(req: FastifyRequest): Principal {
+  if (!req.principal) throw new Error(`route ${req.routeOptions.url} declares no need`);
+  return req.principal;
 }
 
 /** Authenticates the request and checks what it needs; UNAUTHORIZED before FORBIDDEN (CONTRACT §3). */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { publicUser } from '../../control/control-plane.js';
 import { loginBodySchema, signupBodySchema } from '../../schemas/api.js';
 import { unauthorized } from '../../schemas/errors.js';
-import { clearSessionCookie, setSessionCookie } from '../auth.js';
+import { clearSessionCookie, principalOf, setSessionCookie } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
@@ -44,15 +44,15 @@ export const authRoutes =
       };
     });
 
-    app.post('/api/auth/logout', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'member');
+    app.post('/api/auth/logout', { config: { need: 'member' } }, async (req, reply) => {
+      const p = principalOf(req);
       if (p.kind === 'session') await ctx.control.logout(p.tokenHash);
       clearSessionCookie(reply);
       reply.code(204).send();
     });
 
-    app.get('/api/auth/me', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'member');
+    app.get('/api/auth/me', { config: { need: 'member' } }, async (req, _reply) => {
+      const p = principalOf(req);
       if (p.kind !== 'session') throw new Error('unreachable: member routes are for sessions');
       const user = ctx.control.listMembers(p.workspaceId).find((u) => u.id === p.userId);
       const workspace = await ctx.control.getWorkspace(p.workspaceId);

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { getExecution, listExecutions } from '../../query/executions.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
-import { resolveMode } from '../auth.js';
+import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
@@ -28,8 +28,8 @@ export const executionRoutes =
   async (app) => {
     const { config } = deps;
 
-    app.get('/api/executions', async (req, reply) => {
-      const principal = await deps.guard(req, reply, 'read');
+    app.get('/api/executions', { config: { need: 'read' } }, async (req, _reply) => {
+      const principal = principalOf(req);
       const raw = req.query as Record<string, unknown>;
       const mode = resolveMode(principal, raw.mode);
       const contextKeys = Object.keys(raw).filter((k) => k.startsWith('context.'));
@@ -96,8 +96,8 @@ export const executionRoutes =
       };
     });
 
-    app.get('/api/executions/:executionId', async (req, reply) => {
-      const principal = await deps.guard(req, reply, 'read');
+    app.get('/api/executions/:executionId', { config: { need: 'read' } }, async (req, _reply) => {
+      const principal = principalOf(req);
       const raw = req.query as Record<string, unknown>;
       const mode = resolveMode(principal, raw.mode);
       parseInput(modeOnlyQuerySchema, raw, 'query');

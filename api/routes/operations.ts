@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { unauthorized } from '../../schemas/errors.js';
 import { MAX_INDEXED_CONTEXT_KEYS } from '../../schemas/settings.js';
+import { principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
 
 /** GET /api/limits (CONTRACT §4) and GET /metrics (CONTRACT §11). */
@@ -10,8 +11,8 @@ export const operationsRoutes =
   async (app) => {
     const c = ctx.config;
 
-    app.get('/api/limits', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'any');
+    app.get('/api/limits', { config: { need: 'any' } }, async (req, _reply) => {
+      const p = principalOf(req);
       return {
         ingest: { requestsPerSecond: c.INGEST_RATE_PER_SEC, burst: c.INGEST_BURST },
         read: { requestsPerSecond: c.READ_RATE_PER_SEC, burst: c.READ_BURST },

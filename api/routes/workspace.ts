@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { idParamsSchema, memberBodySchema } from '../../schemas/api.js';
 import { notFound } from '../../schemas/errors.js';
 import { settingsPatchSchema } from '../../schemas/settings.js';
+import { principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
@@ -23,8 +24,8 @@ const memberView = (u: {
 export const workspaceRoutes =
   (ctx: ApiContext): FastifyPluginAsync =>
   async (app) => {
-    app.get('/api/workspace', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'any');
+    app.get('/api/workspace', { config: { need: 'any' } }, async (req, _reply) => {
+      const p = principalOf(req);
       const ws = await ctx.control.getWorkspace(p.workspaceId);
       if (!ws) throw notFound('no such workspace');
       return {
@@ -35,32 +36,32 @@ export const workspaceRoutes =
       };
     });
 
-    app.get('/api/workspace/settings', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'admin');
+    app.get('/api/workspace/settings', { config: { need: 'admin' } }, async (req, _reply) => {
+      const p = principalOf(req);
       return ctx.control.settingsOf(p.workspaceId);
     });
 
-    app.patch('/api/workspace/settings', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'admin');
+    app.patch('/api/workspace/settings', { config: { need: 'admin' } }, async (req, _reply) => {
+      const p = principalOf(req);
       const patch = parseInput(settingsPatchSchema, req.body ?? {}, 'body');
       return ctx.control.patchSettings(p.workspaceId, patch);
     });
 
-    app.get('/api/workspace/members', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'member');
+    app.get('/api/workspace/members', { config: { need: 'member' } }, async (req, _reply) => {
+      const p = principalOf(req);
       return { data: ctx.control.listMembers(p.workspaceId).map(memberView) };
     });
 
-    app.post('/api/workspace/members', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'admin');
+    app.post('/api/workspace/members', { config: { need: 'admin' } }, async (req, reply) => {
+      const p = principalOf(req);
       const body = parseInput(memberBodySchema, req.body ?? {}, 'body');
       const user = await ctx.control.addMember(p.workspaceId, body);
       reply.code(201);
       return memberView(user);
     });
 
-    app.delete('/api/workspace/members/:id', async (req, reply) => {
-      const p = await ctx.guard(req, reply, 'admin');
+    app.delete('/api/workspace/members/:id', { config: { need: 'admin' } }, async (req, reply) => {
+      const p = principalOf(req);
       const { id } = parseInput(idParamsSchema, req.params, 'path');
       await ctx.control.removeMember(p.workspaceId, id);
       reply.code(204).send();

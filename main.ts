@@ -39,7 +39,10 @@ export interface StartOptions {
 
 /** The root logger; `destination` lets a test read every line the service writes. */
 export function createLogger(config: Config, destination?: DestinationStream): Logger {
-  return pino({ level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } }, destination);
+  return pino(
+    { level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
+    destination,
+  );
 }
 
 function announceFirstStart(port: number): void {

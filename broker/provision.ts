@@ -83,7 +83,9 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
       existing = null;
       opts.log?.(`recreated ${INGEST_STREAM} with work-queue retention`);
     } else {
-      opts.log?.(`${INGEST_STREAM} keeps limits retention until its ${pending} pending payloads are processed; restart then`);
+      opts.log?.(
+        `${INGEST_STREAM} keeps limits retention until its ${pending} pending payloads are processed; restart then`,
+      );
     }
   }
   if (existing) {

@@ -360,8 +360,16 @@ describe('ingest refusals', () => {
     const bad = await ingest(stack.service, `svc_test_${'x'.repeat(32)}`, { executions: [] });
     expect(bad.statusCode).toBe(401);
     // Credentials are checked before the body is read: a bad body without a key is still 401.
-    for (const headers of [{ 'content-type': 'text/plain' }, { 'content-type': 'application/json', 'content-encoding': 'gzip' }]) {
-      const res = await stack.service.app!.inject({ method: 'POST', url: '/api/ingest', headers, payload: 'not json, not gzip' });
+    for (const headers of [
+      { 'content-type': 'text/plain' },
+      { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    ]) {
+      const res = await stack.service.app!.inject({
+        method: 'POST',
+        url: '/api/ingest',
+        headers,
+        payload: 'not json, not gzip',
+      });
       expect(res.statusCode).toBe(401);
     }
   });

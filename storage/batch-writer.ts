@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from './columns.js';
-import type { CommitJournal } from './commit-journal.js';
+import { type CommitJournal, fsyncDir } from './commit-journal.js';
 import type { DatasetName } from './datasets.js';
 import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
 import type { Codec } from './parquet-encode.js';
@@ -73,6 +73,15 @@ export class BatchWriter {
         ),
       ),
     );
+    // The temporary files are fsynced; their directory entries (and any directory mkdir just made) must be
+    // durable too before the journal says they exist.
+    const dirs = new Set<string>();
+    for (const p of planned) {
+      for (let d = path.dirname(p.tmpPath); d.length > this.#opts.dataDir.length; d = path.dirname(d))
+        dirs.add(d);
+    }
+    dirs.add(this.#opts.dataDir);
+    await Promise.all([...dirs].map(fsyncDir));
     await journal.commit({
       writerId: journal.writerId,
       commitNo,

@@ -26,7 +26,7 @@ export interface CommitEntry {
 
 const ENTRY_SUFFIX = '.json';
 
-async function fsyncDir(dir: string): Promise<void> {
+export async function fsyncDir(dir: string): Promise<void> {
   const fh = await fs.open(dir, 'r');
   try {
     await fh.sync();
@@ -39,9 +39,23 @@ async function renameIfPending(f: CommitFile): Promise<void> {
   try {
     await fs.rename(f.tmpPath, f.finalPath);
   } catch (err) {
-    // Already renamed by an earlier attempt (or by another process finishing this entry).
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    // Already renamed by an earlier attempt (or by another process finishing this entry) — or lost, which
+    // must not pass for done: its messages would be acked with their rows gone.
+    await fs.access(f.finalPath).catch(() => {
+      throw new Error(`committed file lost: neither ${f.tmpPath} nor ${f.finalPath} exists`);
+    });
   }
+}
+
+/** Renames every file of an entry into place and makes the renames durable. */
+async function finishEntry(entry: CommitEntry): Promise<void> {
+  const dirs = new Set<string>();
+  for (const f of entry.files) {
+    await renameIfPending(f);
+    dirs.add(path.dirname(f.finalPath));
+  }
+  await Promise.all([...dirs].map(fsyncDir));
 }
 
 export class CommitJournal {
@@ -50,6 +64,8 @@ export class CommitJournal {
   #commitNo = 0;
   /** Sequence → the entry file that holds it. */
   readonly #committed = new Map<number, string>();
+  /** Entries committed by this process whose renames failed: finished before any of their messages is acked. */
+  readonly #unfinished = new Map<string, CommitEntry>();
   /** Entry files already read: a refresh reads only the new ones. */
   readonly #known = new Set<string>();
 
@@ -62,17 +78,8 @@ export class CommitJournal {
   async recover(): Promise<{ entries: number; renamed: number }> {
     await fs.mkdir(this.dir, { recursive: true });
     const entries = await this.#loadNew();
-    let renamed = 0;
-    const dirs = new Set<string>();
-    for (const e of entries) {
-      for (const f of e.files) {
-        await renameIfPending(f);
-        dirs.add(path.dirname(f.finalPath));
-        renamed++;
-      }
-    }
-    for (const d of dirs) await fsyncDir(d).catch(() => {});
-    return { entries: entries.length, renamed };
+    for (const e of entries) await finishEntry(e);
+    return { entries: entries.length, renamed: entries.reduce((n, e) => n + e.files.length, 0) };
   }
 
   /** Reads the entries not read before (all of them at recovery). */
@@ -99,9 +106,16 @@ export class CommitJournal {
    * unknown sequence rereads the journal's new entries, since another process may have committed it.
    */
   async isCommitted(seq: number): Promise<boolean> {
-    if (this.#committed.has(seq)) return true;
-    for (const e of await this.#loadNew()) for (const f of e.files) await renameIfPending(f);
-    return this.#committed.has(seq);
+    if (!this.#committed.has(seq)) for (const e of await this.#loadNew()) await finishEntry(e);
+    const name = this.#committed.get(seq);
+    if (name === undefined) return false;
+    // Committed, but its renames failed earlier in this process: finish them before anyone acks on it.
+    const unfinished = this.#unfinished.get(name);
+    if (unfinished) {
+      await finishEntry(unfinished);
+      this.#unfinished.delete(name);
+    }
+    return true;
   }
 
   /** Which of these sequences are in a journal entry (this process's or another's), read afresh. */
@@ -130,12 +144,12 @@ export class CommitJournal {
     await fsyncDir(this.dir);
     this.#known.add(name);
     for (const s of entry.seqs) this.#committed.set(s, name);
-    const dirs = new Set<string>();
-    for (const f of entry.files) {
-      await renameIfPending(f);
-      dirs.add(path.dirname(f.finalPath));
+    try {
+      await finishEntry(entry);
+    } catch (err) {
+      this.#unfinished.set(name, entry);
+      throw err;
     }
-    await Promise.all([...dirs].map(fsyncDir));
   }
 
   /** Deletes the entries whose every sequence is at or below the consumer's ack floor. */

@@ -157,6 +157,17 @@ describe('commit journal', () => {
     expect(await restarted.prune(4)).toBe(1);
     expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
 
+    // A committed file that vanished is an error, never "already renamed": its messages must not be acked.
+    const lost = {
+      writerId: 'wD',
+      commitNo: 1,
+      seqs: [9],
+      files: [{ tmpPath: tmp('gone'), finalPath: fin('gone') }],
+    };
+    await fs.writeFile(path.join(data, '_journal', 'wD-0000000001.json'), JSON.stringify(lost));
+    await expect(new CommitJournal(data, 'wE').recover()).rejects.toThrow(/committed file lost/);
+    await fs.rm(path.join(data, '_journal', 'wD-0000000001.json'));
+
     // The uncommitted temporary file c is an orphan once it is old enough.
     expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);
     expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(1);

@@ -75,17 +75,18 @@ export class CommitJournal {
   }
 
   /** Loads every writer's entries and finishes their renames: run before consuming. */
-  async recover(): Promise<{ entries: number; renamed: number }> {
+  async recover(): Promise<{ entries: number; renamed: number; lost: number }> {
     await fs.mkdir(this.dir, { recursive: true });
     const entries = await this.#loadNew();
-    for (const e of entries) await finishEntry(e);
-    return { entries: entries.length, renamed: entries.reduce((n, e) => n + e.files.length, 0) };
+    let lost = 0;
+    for (const [name, e] of entries) if (!(await this.#finishOrSetAside(name, e))) lost++;
+    return { entries: entries.length, renamed: entries.reduce((n, [, e]) => n + e.files.length, 0), lost };
   }
 
   /** Reads the entries not read before (all of them at recovery). */
-  async #loadNew(): Promise<CommitEntry[]> {
+  async #loadNew(): Promise<[string, CommitEntry][]> {
     const names = (await fs.readdir(this.dir)).filter((n) => n.endsWith(ENTRY_SUFFIX) && !this.#known.has(n));
-    const entries: CommitEntry[] = [];
+    const entries: [string, CommitEntry][] = [];
     for (const name of names) {
       let entry: CommitEntry;
       try {
@@ -96,9 +97,27 @@ export class CommitJournal {
       }
       this.#known.add(name);
       for (const s of entry.seqs) this.#committed.set(s, name);
-      entries.push(entry);
+      entries.push([name, entry]);
     }
     return entries;
+  }
+
+  /**
+   * Finishes an entry's renames. When one of its files is gone (a crash of the machine before the entry's
+   * files were durable), the entry is set aside as `.lost` and its sequences count as uncommitted: the
+   * messages are processed again, so accepted rows are never lost (the entry's surviving files may then
+   * hold some rows twice, which compaction's dedup by executionId removes).
+   */
+  async #finishOrSetAside(name: string, entry: CommitEntry): Promise<boolean> {
+    try {
+      await finishEntry(entry);
+      return true;
+    } catch (err) {
+      if (!/committed file lost/.test((err as Error).message)) throw err;
+      await fs.rename(path.join(this.dir, name), path.join(this.dir, `${name}.lost`));
+      for (const s of entry.seqs) if (this.#committed.get(s) === name) this.#committed.delete(s);
+      return false;
+    }
   }
 
   /**
@@ -106,7 +125,8 @@ export class CommitJournal {
    * unknown sequence rereads the journal's new entries, since another process may have committed it.
    */
   async isCommitted(seq: number): Promise<boolean> {
-    if (!this.#committed.has(seq)) for (const e of await this.#loadNew()) await finishEntry(e);
+    if (!this.#committed.has(seq))
+      for (const [name, e] of await this.#loadNew()) await this.#finishOrSetAside(name, e);
     const name = this.#committed.get(seq);
     if (name === undefined) return false;
     // Committed, but its renames failed earlier in this process: finish them before anyone acks on it.

@@ -157,7 +157,8 @@ describe('commit journal', () => {
     expect(await restarted.prune(4)).toBe(1);
     expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
 
-    // A committed file that vanished is an error, never "already renamed": its messages must not be acked.
+    // A committed file that vanished never passes for "already renamed": the entry is set aside and its
+    // messages count as uncommitted, so they are processed again instead of acked with their rows gone.
     const lost = {
       writerId: 'wD',
       commitNo: 1,
@@ -165,8 +166,10 @@ describe('commit journal', () => {
       files: [{ tmpPath: tmp('gone'), finalPath: fin('gone') }],
     };
     await fs.writeFile(path.join(data, '_journal', 'wD-0000000001.json'), JSON.stringify(lost));
-    await expect(new CommitJournal(data, 'wE').recover()).rejects.toThrow(/committed file lost/);
-    await fs.rm(path.join(data, '_journal', 'wD-0000000001.json'));
+    const afterLoss = new CommitJournal(data, 'wE');
+    expect(await afterLoss.recover()).toMatchObject({ entries: 1, lost: 1 });
+    expect(await afterLoss.isCommitted(9)).toBe(false);
+    await fs.rm(path.join(data, '_journal', 'wD-0000000001.json.lost'));
 
     // The uncommitted temporary file c is an orphan once it is old enough.
     expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);

@@ -64,6 +64,14 @@ function announceFirstStart(port: number): void {
 export async function startService(config: Config, opts: StartOptions = {}): Promise<Service> {
   const role = opts.role ?? 'start';
   const log = opts.log ?? createLogger(config);
+  if (role !== 'start' && !config.NATS_URL) {
+    // Each would launch its own embedded broker on one store and stop the other's.
+    throw new ConfigError(
+      'invalid configuration:\n  NATS_URL: the api and pipeline roles share a NATS server; set NATS_URL (only the start role embeds one)',
+    );
+  }
+  // The largest message: a body as sent plus its headers.
+  const maxMessageBytes = config.BODY_MAX_BYTES + 64 * 1024;
   let nats: NatsServerHandle | null = null;
   let url = config.NATS_URL;
   if (!url) {
@@ -71,67 +79,92 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
     nats = await startNatsServer({
       dir: path.join(config.dataDir, 'nats'),
       bin: config.NATS_SERVER_BIN,
-      // Room for the largest body as sent plus headers.
-      maxPayloadBytes: Math.max(8 * 1024 * 1024, config.BODY_MAX_BYTES + 64 * 1024),
+      maxPayloadBytes: Math.max(8 * 1024 * 1024, maxMessageBytes),
       log: (l) => natsLog.debug(l),
     });
     url = nats.url;
     log.info({ url }, 'embedded nats-server started');
   }
-  const broker = await connectBroker(url, log.child({ module: 'broker' }), `svc-${role}`);
-  await provision(broker.jsm, broker.kvm, {
-    maxAgeHours: config.STREAM_MAX_AGE_HOURS,
-    maxBytes: config.STREAM_MAX_BYTES,
-    maxMsgBytes: Math.max(8 * 1024 * 1024, config.BODY_MAX_BYTES + 64 * 1024),
-    ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
-    maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
-    log: (msg) => log.warn(msg),
-  });
-  const control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {
-    retentionDays: config.RETENTION_DAYS,
-  });
-  await control.start();
-  if ((await claimFirstStart(control.store)) && config.PRINT_FIRST_START_HINT)
-    announceFirstStart(config.PORT);
-
-  let pipeline: Pipeline | null = null;
-  if (role !== 'api') {
-    pipeline = new Pipeline({
-      broker,
-      config,
-      control,
-      log: log.child({ module: 'pipeline' }),
-      afterCommit: opts.afterCommit,
-    });
-    await pipeline.start();
+  try {
+    return await wire(config, role, log, url, nats, maxMessageBytes, opts);
+  } catch (err) {
+    // Leave nothing running behind a failed start.
+    await nats?.stop().catch(() => {});
+    throw err;
   }
+}
+
+async function wire(
+  config: Config,
+  role: Role,
+  log: Logger,
+  url: string,
+  nats: NatsServerHandle | null,
+  maxMessageBytes: number,
+  opts: StartOptions,
+): Promise<Service> {
+  const broker = await connectBroker(url, log.child({ module: 'broker' }), `svc-${role}`);
+  const serverMax = broker.nc.info?.max_payload ?? 0;
+  if (serverMax < maxMessageBytes) {
+    await broker.close();
+    throw new ConfigError(
+      `invalid configuration:\n  BODY_MAX_BYTES: ${config.BODY_MAX_BYTES} bytes (plus headers) do not fit the NATS server's max_payload of ${serverMax}; raise max_payload in its config or lower BODY_MAX_BYTES`,
+    );
+  }
+  let control: ControlPlane | null = null;
+  let pipeline: Pipeline | null = null;
   let app: FastifyInstance | null = null;
   let engine: QueryEngine | null = null;
-  let listenUrl: string | null = null;
-  if (role !== 'pipeline') {
-    engine = await QueryEngine.open(config.dataDir);
-    app = await buildApp({ config, broker, control, engine, pipeline }, log);
-    if (opts.listen) {
-      listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
-    } else {
-      await app.ready();
-    }
-  }
-
   let stopping: Promise<void> | null = null;
   const stop = () => {
     stopping ??= (async () => {
       // Fixed order: stop intake → drain the consumer → flush the writers → close clients → stop the broker.
       await app?.close();
       await pipeline?.stop();
-      await control.stop();
+      await control?.stop();
       await broker.close();
       engine?.close();
       await nats?.stop();
     })();
     return stopping;
   };
-  return { config, log, broker, control, nats, app, pipeline, url: listenUrl, stop };
+  try {
+    await provision(broker.jsm, broker.kvm, {
+      maxAgeHours: config.STREAM_MAX_AGE_HOURS,
+      maxBytes: config.STREAM_MAX_BYTES,
+      maxMsgBytes: maxMessageBytes,
+      ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
+      maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
+      log: (msg) => log.warn(msg),
+    });
+    control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {
+      retentionDays: config.RETENTION_DAYS,
+    });
+    await control.start();
+    if ((await claimFirstStart(control.store)) && config.PRINT_FIRST_START_HINT)
+      announceFirstStart(config.PORT);
+    if (role !== 'api') {
+      pipeline = new Pipeline({
+        broker,
+        config,
+        control,
+        log: log.child({ module: 'pipeline' }),
+        afterCommit: opts.afterCommit,
+      });
+      await pipeline.start();
+    }
+    let listenUrl: string | null = null;
+    if (role !== 'pipeline') {
+      engine = await QueryEngine.open(config.dataDir);
+      app = await buildApp({ config, broker, control, engine, pipeline }, log);
+      if (opts.listen) listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
+      else await app.ready();
+    }
+    return { config, log, broker, control, nats, app, pipeline, url: listenUrl, stop };
+  } catch (err) {
+    await stop().catch(() => {});
+    throw err;
+  }
 }
 
 export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
@@ -151,7 +184,16 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     throw err;
   }
   const log = createLogger(config);
-  const service = await startService(config, { role, log, listen: true });
+  let service: Service;
+  try {
+    service = await startService(config, { role, log, listen: true });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
   log.info({ role, url: service.url, dataDir: config.dataDir }, 'service started');
   let signals = 0;
   const onSignal = (signal: string) => {

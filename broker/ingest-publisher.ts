@@ -1,6 +1,6 @@
 import { headers } from '@nats-io/transport-node';
 import { INGEST_HEADERS, type IngestMessageMeta, ingestSubject } from '../schemas/broker-messages.js';
-import { unavailable } from '../schemas/errors.js';
+import { ServiceError, unavailable } from '../schemas/errors.js';
 import type { Broker } from './connection.js';
 
 export interface PublishResult {
@@ -35,7 +35,13 @@ export async function publishIngest(
       timeout: timeoutMs,
     });
     return { duplicate: ack.duplicate, seq: ack.seq };
-  } catch {
+  } catch (err) {
+    if (/max.?payload|message size exceeds/i.test((err as Error).message)) {
+      throw new ServiceError(
+        'PAYLOAD_TOO_LARGE',
+        'the body is larger than the broker takes; nothing was accepted',
+      );
+    }
     throw unavailable('the broker did not confirm the payload; nothing was accepted', 2);
   }
 }

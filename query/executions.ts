@@ -2,6 +2,7 @@ import type { Mode, Outcome } from '../schemas/records.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
+import { type ContextFilter, contextFilterSql } from './context-filter.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -26,12 +27,15 @@ export interface ExecutionFilter {
   issueId?: string;
   minDurationMs?: number;
   maxDurationMs?: number;
+  context?: ContextFilter[];
 }
 
 export interface Page {
   page: number;
   pageSize: number;
   sort: ExecutionSort;
+  /** Also answer, per execution, the context value each filter matched. */
+  includeMatchedContext?: boolean;
 }
 
 const ORDER_BY: Record<ExecutionSort, string> = {
@@ -86,12 +90,17 @@ export function buildExecutionWhere(f: ExecutionFilter): BuiltQuery {
     where.push('duration_ms <= $maxDurationMs');
     params.maxDurationMs = f.maxDurationMs;
   }
+  if (f.context && f.context.length > 0) where.push(...contextFilterSql(f.context, params));
   return { sql: where.join('\n  AND '), params };
 }
 
 export function buildListQuery(f: ExecutionFilter, p: Page): { list: BuiltQuery; count: BuiltQuery } {
   const where = buildExecutionWhere(f);
-  const list = `SELECT ${SUMMARY_COLUMNS}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
+  const matched =
+    p.includeMatchedContext && f.context?.length
+      ? `, ${f.context.map((_, k) => `json_extract(context, $ctxPath${k})::VARCHAR AS matched_${k}`).join(', ')}`
+      : '';
+  const list = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
   const count = `SELECT count(*)::DOUBLE AS total\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
   return {
     list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
@@ -118,6 +127,7 @@ export interface ExecutionSummary {
   startedAt: string;
   issueId: string | null;
   exceptionType: string | null;
+  matchedContext?: Record<string, unknown>;
 }
 
 function toSummary(r: Row, mode: Mode): ExecutionSummary {
@@ -167,7 +177,16 @@ export async function listExecutions(
     engine.all(q.list.sql, { ...q.list.params, files: paths }),
     engine.all(q.count.sql, { ...q.count.params, files: paths }),
   ]);
-  return { data: rows.map((r) => toSummary(r, f.mode)), total: Number(count[0]?.total ?? 0) };
+  const data = rows.map((r) => {
+    const summary: ExecutionSummary = toSummary(r, f.mode);
+    if (p.includeMatchedContext && f.context?.length) {
+      summary.matchedContext = Object.fromEntries(
+        f.context.map((c, k) => [c.path, json(r[`matched_${k}`]) ?? null]),
+      );
+    }
+    return summary;
+  });
+  return { data, total: Number(count[0]?.total ?? 0) };
 }
 
 export interface LogItem {

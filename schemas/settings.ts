@@ -5,6 +5,14 @@ import { OUTCOMES } from './records.js';
 
 export const MAX_INDEXED_CONTEXT_KEYS = 50;
 
+/** CONTRACT §4: how wide one context search may be. */
+export const CONTEXT_SEARCH_LIMITS = {
+  maxKeysPerSearch: 5,
+  maxValuesPerKey: 10,
+  windowWithoutServiceHours: 24,
+  windowWithServiceDays: 7,
+} as const;
+
 const dottedPath = z
   .string()
   .max(256)

@@ -1,12 +1,17 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { contextFiltersFromQuery } from '../../query/context-filter.js';
 import { getExecution, listExecutions } from '../../query/executions.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
+import { CONTEXT_SEARCH_LIMITS } from '../../schemas/settings.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
 const DAY_MS = 86_400_000;
+const CONTEXT_WINDOW_WITHOUT_SERVICE_MS = CONTEXT_SEARCH_LIMITS.windowWithoutServiceHours * 3_600_000;
+const CONTEXT_WINDOW_WITH_SERVICE_MS = CONTEXT_SEARCH_LIMITS.windowWithServiceDays * DAY_MS;
+const { maxKeysPerSearch: MAX_CONTEXT_KEYS, maxValuesPerKey: MAX_CONTEXT_VALUES } = CONTEXT_SEARCH_LIMITS;
 
 /** Resolves `from`/`to` (CONTRACT §1: from inclusive, to exclusive, default the last `defaultDays`). */
 export function timeWindow(
@@ -32,13 +37,13 @@ export const executionRoutes =
       const principal = principalOf(req);
       const raw = req.query as Record<string, unknown>;
       const mode = resolveMode(principal, raw.mode);
-      const contextKeys = Object.keys(raw).filter((k) => k.startsWith('context.'));
       const rest = Object.fromEntries(Object.entries(raw).filter(([k]) => !k.startsWith('context.')));
       const q = parseInput(executionListQuerySchema, rest, 'query');
       const pageSize = q.pageSize ?? config.PAGE_SIZE_DEFAULT;
-      const details = [];
-      if (pageSize > config.PAGE_SIZE_MAX)
+      const { filters: context, errors: details } = contextFiltersFromQuery(raw);
+      if (pageSize > config.PAGE_SIZE_MAX) {
         details.push({ path: 'pageSize', message: `must be at most ${config.PAGE_SIZE_MAX}` });
+      }
       if (q.page * pageSize > config.MAX_RESULT_WINDOW) {
         details.push({
           path: 'page',
@@ -52,21 +57,46 @@ export const executionRoutes =
       ) {
         details.push({ path: 'minDurationMs', message: 'must not exceed maxDurationMs' });
       }
-      if (details.length > 0) throw validationError(`${details[0]!.path} ${details[0]!.message}`, details);
-      if (q.q !== undefined) {
-        throw validationError('the query language is not available yet', [
-          { path: 'q', message: 'not supported yet' },
-        ]);
+      if (context.length > MAX_CONTEXT_KEYS) {
+        details.push({ path: 'context', message: `at most ${MAX_CONTEXT_KEYS} context keys per search` });
       }
-      if (contextKeys.length > 0) {
-        // No workspace has indexed context keys yet, so every context key is outside the allowed set.
-        throw new ServiceError(
-          'CONTEXT_KEY_NOT_ALLOWED',
-          `${contextKeys[0]} is not an indexed context key`,
-          contextKeys.map((k) => ({ path: k, message: 'not in the workspace indexedContextKeys' })),
-        );
+      for (const c of context) {
+        if (c.values.length > MAX_CONTEXT_VALUES) {
+          details.push({
+            path: `context.${c.path}`,
+            message: `at most ${MAX_CONTEXT_VALUES} values per key`,
+          });
+        }
       }
-      const window = timeWindow(q.from, q.to, 7);
+      if (q.q !== undefined) details.push({ path: 'q', message: 'the query language is not available yet' });
+      // A context search defaults to the last 24 hours; anything else to the last 7 days.
+      const window = timeWindow(q.from, q.to, context.length > 0 ? 1 : 7);
+      if (details.length > 0) throw validationError(`${details[0]!.path}: ${details[0]!.message}`, details);
+      if (context.length > 0) {
+        const indexed = new Set(deps.control.settingsOf(principal.workspaceId).indexedContextKeys);
+        const notAllowed = context.filter((c) => !indexed.has(c.path));
+        if (notAllowed.length > 0) {
+          throw new ServiceError(
+            'CONTEXT_KEY_NOT_ALLOWED',
+            `context.${notAllowed[0]!.path} is not an indexed context key of this workspace`,
+            notAllowed.map((c) => ({
+              path: `context.${c.path}`,
+              message: 'not in the workspace settings indexedContextKeys',
+            })),
+          );
+        }
+        const span = window.to - window.from;
+        const limitMs = q.serviceName ? CONTEXT_WINDOW_WITH_SERVICE_MS : CONTEXT_WINDOW_WITHOUT_SERVICE_MS;
+        if (span > limitMs) {
+          throw new ServiceError(
+            'CONTEXT_QUERY_TOO_BROAD',
+            q.serviceName
+              ? 'a context search may span at most 7 days; narrow from/to'
+              : 'a context search without serviceName may span at most 24 hours; add serviceName or narrow from/to',
+            [{ path: 'from', message: `the window spans ${Math.round(span / 3_600_000)} h` }],
+          );
+        }
+      }
       const result = await listExecutions(
         deps.engine,
         config.dataDir,
@@ -84,8 +114,9 @@ export const executionRoutes =
           issueId: q.issueId,
           minDurationMs: q.minDurationMs,
           maxDurationMs: q.maxDurationMs,
+          context,
         },
-        { page: q.page, pageSize, sort: q.sort },
+        { page: q.page, pageSize, sort: q.sort, includeMatchedContext: q.includeMatchedContext === 'true' },
       );
       return {
         data: result.data,

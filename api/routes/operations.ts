@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { unauthorized } from '../../schemas/errors.js';
-import { MAX_INDEXED_CONTEXT_KEYS } from '../../schemas/settings.js';
+import { CONTEXT_SEARCH_LIMITS, MAX_INDEXED_CONTEXT_KEYS } from '../../schemas/settings.js';
 import { principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
 
@@ -24,13 +24,7 @@ export const operationsRoutes =
         },
         pageSize: { default: c.PAGE_SIZE_DEFAULT, max: c.PAGE_SIZE_MAX },
         maxResultWindow: c.MAX_RESULT_WINDOW,
-        context: {
-          maxIndexedKeys: MAX_INDEXED_CONTEXT_KEYS,
-          maxKeysPerSearch: 5,
-          maxValuesPerKey: 10,
-          windowWithoutServiceHours: 24,
-          windowWithServiceDays: 7,
-        },
+        context: { maxIndexedKeys: MAX_INDEXED_CONTEXT_KEYS, ...CONTEXT_SEARCH_LIMITS },
         metrics: { maxPoints: 1500 },
         retentionDays: ctx.control.settingsOf(p.workspaceId).retentionDays,
       };

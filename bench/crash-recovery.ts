@@ -457,8 +457,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
   try {
     log(`DATA_DIR ${dataDir}, port ${port}, run ${run}`);
     const first = await startOne();
-    const key = first.s.key;
-    if (!key) throw new Error(`no test key on the first start's stdout\n${first.s.tailText(30)}`);
+    const key = await first.s.signup('crash-recovery');
     log(`service ready in ${first.readyMs} ms (pid ${first.s.pid}); ingesting with ${opts.loops} loops`);
 
     const ingestStart = Date.now();

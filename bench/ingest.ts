@@ -164,8 +164,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       env: { NATS_URL: nats.url },
     });
     await svc.waitReady();
-    const key = svc.key;
-    if (!key) throw new Error('the service printed no test key on its first start');
+    const key = await svc.signup('ingest');
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: o.concurrency, pipelining: 1 });
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const cpuBefore = await procStats(svc.pid);

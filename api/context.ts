@@ -1,18 +1,46 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { PipelineStats } from '../pipeline/pipeline.js';
 import { authenticate, type Need, type Principal } from './auth.js';
 import type { AppDeps } from './deps.js';
 import { Counter, Gauge, Histogram, Registry } from './prometheus.js';
 import { enforce, LoginThrottle, RateLimiter } from './rate-limit.js';
 
+/** This process's pipeline counters, exported as they are (a pipeline's totals since it started). */
+const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
+  ['svc_pipeline_rows_written_total', 'Rows written to Parquet by this process.', (s) => s.rowsWritten],
+  ['svc_pipeline_flushes_total', 'Batch flushes by this process.', (s) => s.flushes],
+  [
+    'svc_pipeline_flush_seconds_total',
+    'Summed batch flush durations (mean latency: divide by flushes).',
+    (s) => s.flushMsTotal / 1000,
+  ],
+  ['svc_pipeline_last_flush_seconds', 'Duration of the last batch flush.', (s) => s.lastFlushMs / 1000],
+  ['svc_pipeline_last_flush_rows', 'Rows in the last batch flush.', (s) => s.lastFlushRows],
+  [
+    'svc_rejected_items_total',
+    'Items the pipeline refused (kept for /api/ingest/rejections).',
+    (s) => s.rejected,
+  ],
+  ['svc_pipeline_failed_messages_total', 'Messages whose processing threw (redelivered).', (s) => s.failed],
+  [
+    'svc_pipeline_redelivered_skipped_total',
+    'Redelivered messages already committed.',
+    (s) => s.redeliveredSkipped,
+  ],
+];
+
 /** The service's own figures (CONTRACT §11). */
 export function createMetrics(deps: AppDeps) {
   const registry = new Registry();
   const stats = () => deps.pipeline?.stats();
-  const fromStats = (pick: (s: NonNullable<ReturnType<typeof stats>>) => number) => () => {
+  const fromStats = (pick: (s: PipelineStats) => number) => () => {
     const s = stats();
     return s ? [{ value: pick(s) }] : [];
   };
   let lag = 0;
+  for (const [name, help, pick] of PIPELINE_FIGURES) {
+    registry.add(new Gauge(name, help, fromStats(pick), name.endsWith('_total') ? 'counter' : 'gauge'));
+  }
   return {
     registry,
     ingestRequests: registry.add(
@@ -33,57 +61,6 @@ export function createMetrics(deps: AppDeps) {
     refreshLag: async () => {
       if (deps.pipeline) lag = await deps.pipeline.lag().catch(() => lag);
     },
-    _pipeline: [
-      registry.add(
-        new Gauge(
-          'svc_pipeline_rows_written_total',
-          'Rows written to Parquet by this process.',
-          fromStats((s) => s.rowsWritten),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_pipeline_flushes_total',
-          'Batch flushes by this process.',
-          fromStats((s) => s.flushes),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_pipeline_last_flush_seconds',
-          'Duration of the last batch flush.',
-          fromStats((s) => s.lastFlushMs / 1000),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_pipeline_last_flush_rows',
-          'Rows in the last batch flush.',
-          fromStats((s) => s.lastFlushRows),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_rejected_items_total',
-          'Items the pipeline refused (kept for /api/ingest/rejections).',
-          fromStats((s) => s.rejected),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_pipeline_failed_messages_total',
-          'Messages whose processing threw (redelivered).',
-          fromStats((s) => s.failed),
-        ),
-      ),
-      registry.add(
-        new Gauge(
-          'svc_pipeline_redelivered_skipped_total',
-          'Redelivered messages already committed.',
-          fromStats((s) => s.redeliveredSkipped),
-        ),
-      ),
-    ],
   };
 }
 
@@ -104,7 +81,7 @@ export function createContext(deps: AppDeps): ApiContext {
   return {
     ...deps,
     metrics: createMetrics(deps),
-    loginThrottle: new LoginThrottle(),
+    loginThrottle: new LoginThrottle(c.LOGIN_MAX_FAILURES, c.LOGIN_FAILURE_WINDOW_MINUTES * 60_000),
     guard: async (req, reply, need) => {
       const p = await authenticate(req, deps.control, need);
       const limiter = need === 'ingest' ? ingestLimiter : readLimiter;

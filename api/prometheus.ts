@@ -37,14 +37,22 @@ export class Counter extends Metric {
   }
 }
 
+/** A value read when scraped; `counter` for totals kept elsewhere (they only grow). */
 export class Gauge extends Metric {
   readonly #read: () => { labels?: Labels; value: number }[];
-  constructor(name: string, help: string, read: () => { labels?: Labels; value: number }[]) {
+  readonly #type: 'gauge' | 'counter';
+  constructor(
+    name: string,
+    help: string,
+    read: () => { labels?: Labels; value: number }[],
+    type: 'gauge' | 'counter' = 'gauge',
+  ) {
     super(name, help);
     this.#read = read;
+    this.#type = type;
   }
   render(): string[] {
-    const lines = this.header('gauge');
+    const lines = this.header(this.#type);
     for (const { labels, value } of this.#read()) {
       const k = labelKey(labels ?? {});
       lines.push(`${this.name}${k ? `{${k}}` : ''} ${value}`);

@@ -37,6 +37,8 @@ export interface PipelineStats {
   filesWritten: number;
   lastFlushMs: number;
   lastFlushRows: number;
+  /** Summed flush durations: with `flushes`, the mean flush latency. */
+  flushMsTotal: number;
 }
 
 export interface PipelineOptions {
@@ -90,6 +92,7 @@ export class Pipeline {
     filesWritten: 0,
     lastFlushMs: 0,
     lastFlushRows: 0,
+    flushMsTotal: 0,
   };
 
   constructor(opts: PipelineOptions) {
@@ -136,6 +139,7 @@ export class Pipeline {
         this.#stats.filesWritten += s.files;
         this.#stats.lastFlushMs = s.ms;
         this.#stats.lastFlushRows = s.rows;
+        this.#stats.flushMsTotal += s.ms;
         void this.#maybePrune();
       },
     });

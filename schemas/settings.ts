@@ -3,15 +3,7 @@ import { OUTCOMES } from './records.js';
 
 /** Workspace settings (CONTRACT §10). A PATCH replaces each field it names, whole. */
 
-export const MAX_INDEXED_CONTEXT_KEYS = 50;
-
-/** CONTRACT §4: how wide one context search may be. */
-export const CONTEXT_SEARCH_LIMITS = {
-  maxKeysPerSearch: 5,
-  maxValuesPerKey: 10,
-  windowWithoutServiceHours: 24,
-  windowWithServiceDays: 7,
-} as const;
+/** Limits on settings that depend on configuration (the number of indexed keys) are checked by the API. */
 
 const dottedPath = z
   .string()
@@ -72,7 +64,6 @@ export const DEFAULT_HEALTH_THRESHOLDS = {
 export const settingsSchema = z.object({
   indexedContextKeys: z
     .array(dottedPath)
-    .max(MAX_INDEXED_CONTEXT_KEYS)
     .refine((keys) => new Set(keys).size === keys.length, 'keys must be unique'),
   outcomeRules: z.array(outcomeRuleSchema).max(100),
   retentionDays: z.number().int().min(1).max(400),

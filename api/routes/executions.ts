@@ -3,15 +3,11 @@ import { contextFiltersFromQuery } from '../../query/context-filter.js';
 import { getExecution, listExecutions } from '../../query/executions.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
-import { CONTEXT_SEARCH_LIMITS } from '../../schemas/settings.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { parseInput } from '../validate.js';
 
 const DAY_MS = 86_400_000;
-const CONTEXT_WINDOW_WITHOUT_SERVICE_MS = CONTEXT_SEARCH_LIMITS.windowWithoutServiceHours * 3_600_000;
-const CONTEXT_WINDOW_WITH_SERVICE_MS = CONTEXT_SEARCH_LIMITS.windowWithServiceDays * DAY_MS;
-const { maxKeysPerSearch: MAX_CONTEXT_KEYS, maxValuesPerKey: MAX_CONTEXT_VALUES } = CONTEXT_SEARCH_LIMITS;
 
 /** Resolves `from`/`to` (CONTRACT §1: from inclusive, to exclusive, default the last `defaultDays`). */
 export function timeWindow(
@@ -32,6 +28,10 @@ export const executionRoutes =
   (deps: ApiContext): FastifyPluginAsync =>
   async (app) => {
     const { config } = deps;
+    const MAX_CONTEXT_KEYS = config.CONTEXT_MAX_KEYS_PER_SEARCH;
+    const MAX_CONTEXT_VALUES = config.CONTEXT_MAX_VALUES_PER_KEY;
+    const CONTEXT_WINDOW_WITHOUT_SERVICE_MS = config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS * 3_600_000;
+    const CONTEXT_WINDOW_WITH_SERVICE_MS = config.CONTEXT_WINDOW_WITH_SERVICE_DAYS * DAY_MS;
 
     app.get('/api/executions', { config: { need: 'read' } }, async (req, _reply) => {
       const principal = principalOf(req);
@@ -91,8 +91,8 @@ export const executionRoutes =
           throw new ServiceError(
             'CONTEXT_QUERY_TOO_BROAD',
             q.serviceName
-              ? 'a context search may span at most 7 days; narrow from/to'
-              : 'a context search without serviceName may span at most 24 hours; add serviceName or narrow from/to',
+              ? `a context search may span at most ${config.CONTEXT_WINDOW_WITH_SERVICE_DAYS} days; narrow from/to`
+              : `a context search without serviceName may span at most ${config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS} hours; add serviceName or narrow from/to`,
             [{ path: 'from', message: `the window spans ${Math.round(span / 3_600_000)} h` }],
           );
         }

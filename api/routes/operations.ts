@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import type { FastifyPluginAsync } from 'fastify';
 import { unauthorized } from '../../schemas/errors.js';
-import { CONTEXT_SEARCH_LIMITS, MAX_INDEXED_CONTEXT_KEYS } from '../../schemas/settings.js';
 import { principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
 
@@ -24,8 +23,14 @@ export const operationsRoutes =
         },
         pageSize: { default: c.PAGE_SIZE_DEFAULT, max: c.PAGE_SIZE_MAX },
         maxResultWindow: c.MAX_RESULT_WINDOW,
-        context: { maxIndexedKeys: MAX_INDEXED_CONTEXT_KEYS, ...CONTEXT_SEARCH_LIMITS },
-        metrics: { maxPoints: 1500 },
+        context: {
+          maxIndexedKeys: c.CONTEXT_MAX_INDEXED_KEYS,
+          maxKeysPerSearch: c.CONTEXT_MAX_KEYS_PER_SEARCH,
+          maxValuesPerKey: c.CONTEXT_MAX_VALUES_PER_KEY,
+          windowWithoutServiceHours: c.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS,
+          windowWithServiceDays: c.CONTEXT_WINDOW_WITH_SERVICE_DAYS,
+        },
+        metrics: { maxPoints: c.METRICS_MAX_POINTS },
         retentionDays: ctx.control.settingsOf(p.workspaceId).retentionDays,
       };
     });

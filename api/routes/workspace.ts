@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { idParamsSchema, memberBodySchema } from '../../schemas/api.js';
-import { notFound } from '../../schemas/errors.js';
+import { notFound, validationError } from '../../schemas/errors.js';
 import { settingsPatchSchema } from '../../schemas/settings.js';
 import { principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
@@ -44,6 +44,12 @@ export const workspaceRoutes =
     app.patch('/api/workspace/settings', { config: { need: 'admin' } }, async (req, _reply) => {
       const p = principalOf(req);
       const patch = parseInput(settingsPatchSchema, req.body ?? {}, 'body');
+      const max = ctx.config.CONTEXT_MAX_INDEXED_KEYS;
+      if (patch.indexedContextKeys && patch.indexedContextKeys.length > max) {
+        throw validationError(`at most ${max} indexed context keys`, [
+          { path: 'indexedContextKeys', message: `at most ${max} keys` },
+        ]);
+      }
       return ctx.control.patchSettings(p.workspaceId, patch);
     });
 

@@ -5,24 +5,10 @@ import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema 
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
+import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 
 const DAY_MS = 86_400_000;
-
-/** Resolves `from`/`to` (CONTRACT §1: from inclusive, to exclusive, default the last `defaultDays`). */
-export function timeWindow(
-  from: number | undefined,
-  to: number | undefined,
-  defaultDays: number,
-  now = Date.now(),
-) {
-  const end = to ?? (from !== undefined ? Math.max(now, from + 1) : now);
-  const start = from ?? end - defaultDays * DAY_MS;
-  if (start >= end) {
-    throw validationError('from must be before to', [{ path: 'from', message: 'must be before to' }]);
-  }
-  return { from: start, to: end };
-}
 
 export const executionRoutes =
   (deps: ApiContext): FastifyPluginAsync =>

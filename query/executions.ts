@@ -2,6 +2,7 @@ import type { Mode, Outcome } from '../schemas/records.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
+import { type Constraint, constraintSql } from './constraints.js';
 import { type ContextFilter, contextFilterSql } from './context-filter.js';
 
 /**
@@ -16,17 +17,9 @@ export interface ExecutionFilter {
   mode: Mode;
   from: number;
   to: number;
-  serviceName?: string;
-  environment?: string;
-  status?: Outcome[];
-  method?: string;
-  /** Exact, or a prefix when it ends with `*`. */
-  endpoint?: string;
-  executionId?: string;
-  traceId?: string;
-  issueId?: string;
-  minDurationMs?: number;
-  maxDurationMs?: number;
+  /** ANDed; from the parameters and from `q` alike. */
+  constraints: Constraint[];
+  /** ANDed across entries, each entry's values ORed. */
   context?: ContextFilter[];
 }
 
@@ -59,37 +52,7 @@ export interface BuiltQuery {
 export function buildExecutionWhere(f: ExecutionFilter): BuiltQuery {
   const where = ['started_at >= epoch_ms($from::BIGINT)', 'started_at < epoch_ms($to::BIGINT)'];
   const params: Record<string, SqlParam> = { from: f.from, to: f.to };
-  const eq = (column: string, name: string, value: string | undefined) => {
-    if (value === undefined) return;
-    where.push(`${column} = $${name}`);
-    params[name] = value;
-  };
-  eq('service', 'service', f.serviceName);
-  eq('environment', 'environment', f.environment);
-  eq('method', 'method', f.method?.toUpperCase());
-  eq('execution_id', 'executionId', f.executionId);
-  eq('trace_id', 'traceId', f.traceId);
-  eq('issue_id', 'issueId', f.issueId);
-  if (f.endpoint !== undefined) {
-    if (f.endpoint.endsWith('*')) {
-      where.push('starts_with(endpoint, $endpointPrefix)');
-      params.endpointPrefix = f.endpoint.slice(0, -1);
-    } else eq('endpoint', 'endpoint', f.endpoint);
-  }
-  if (f.status && f.status.length > 0) {
-    where.push(`outcome IN (${f.status.map((_, i) => `$status${i}`).join(', ')})`);
-    f.status.forEach((s, i) => {
-      params[`status${i}`] = s;
-    });
-  }
-  if (f.minDurationMs !== undefined) {
-    where.push('duration_ms >= $minDurationMs');
-    params.minDurationMs = f.minDurationMs;
-  }
-  if (f.maxDurationMs !== undefined) {
-    where.push('duration_ms <= $maxDurationMs');
-    params.maxDurationMs = f.maxDurationMs;
-  }
+  where.push(...constraintSql(f.constraints, params));
   if (f.context && f.context.length > 0) where.push(...contextFilterSql(f.context, params));
   return { sql: where.join('\n  AND '), params };
 }

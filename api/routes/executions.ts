@@ -1,6 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { constraintsFromParams, constraintsFromQuery } from '../../query/constraints.js';
 import { contextFiltersFromQuery } from '../../query/context-filter.js';
 import { getExecution, listExecutions } from '../../query/executions.js';
+import { type ParsedQuery, parseQuery, QueryLanguageError } from '../../query/query-language.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
@@ -26,7 +28,20 @@ export const executionRoutes =
       const rest = Object.fromEntries(Object.entries(raw).filter(([k]) => !k.startsWith('context.')));
       const q = parseInput(executionListQuerySchema, rest, 'query');
       const pageSize = q.pageSize ?? config.PAGE_SIZE_DEFAULT;
-      const { filters: context, errors: details } = contextFiltersFromQuery(raw);
+      const { filters: paramContext, errors: details } = contextFiltersFromQuery(raw);
+      let parsed: ParsedQuery = { duration: [], context: [] };
+      if (q.q !== undefined) {
+        try {
+          parsed = parseQuery(q.q);
+        } catch (err) {
+          if (!(err instanceof QueryLanguageError)) throw err;
+          details.push(err.detail);
+        }
+      }
+      // Parameters and q are ANDed: a key in both is two filters, each ORing its own values.
+      const context = [...paramContext, ...parsed.context];
+      const contextKeys = new Set(context.map((c) => c.path));
+      const serviceName = q.serviceName ?? parsed.service;
       if (pageSize > config.PAGE_SIZE_MAX) {
         details.push({ path: 'pageSize', message: `must be at most ${config.PAGE_SIZE_MAX}` });
       }
@@ -36,14 +51,7 @@ export const executionRoutes =
           message: `page × pageSize must not exceed ${config.MAX_RESULT_WINDOW}; narrow the time range`,
         });
       }
-      if (
-        q.minDurationMs !== undefined &&
-        q.maxDurationMs !== undefined &&
-        q.minDurationMs > q.maxDurationMs
-      ) {
-        details.push({ path: 'minDurationMs', message: 'must not exceed maxDurationMs' });
-      }
-      if (context.length > MAX_CONTEXT_KEYS) {
+      if (contextKeys.size > MAX_CONTEXT_KEYS) {
         details.push({ path: 'context', message: `at most ${MAX_CONTEXT_KEYS} context keys per search` });
       }
       for (const c of context) {
@@ -54,7 +62,6 @@ export const executionRoutes =
           });
         }
       }
-      if (q.q !== undefined) details.push({ path: 'q', message: 'the query language is not available yet' });
       // A context search defaults to the last 24 hours; anything else to the last 7 days.
       const window = timeWindow(q.from, q.to, context.length > 0 ? 1 : 7);
       if (details.length > 0) throw validationError(`${details[0]!.path}: ${details[0]!.message}`, details);
@@ -72,11 +79,11 @@ export const executionRoutes =
           );
         }
         const span = window.to - window.from;
-        const limitMs = q.serviceName ? CONTEXT_WINDOW_WITH_SERVICE_MS : CONTEXT_WINDOW_WITHOUT_SERVICE_MS;
+        const limitMs = serviceName ? CONTEXT_WINDOW_WITH_SERVICE_MS : CONTEXT_WINDOW_WITHOUT_SERVICE_MS;
         if (span > limitMs) {
           throw new ServiceError(
             'CONTEXT_QUERY_TOO_BROAD',
-            q.serviceName
+            serviceName
               ? `a context search may span at most ${config.CONTEXT_WINDOW_WITH_SERVICE_DAYS} days; narrow from/to`
               : `a context search without serviceName may span at most ${config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS} hours; add serviceName or narrow from/to`,
             [{ path: 'from', message: `the window spans ${Math.round(span / 3_600_000)} h` }],
@@ -90,16 +97,7 @@ export const executionRoutes =
           workspaceId: principal.workspaceId,
           mode,
           ...window,
-          serviceName: q.serviceName,
-          environment: q.environment,
-          status: q.status,
-          method: q.method,
-          endpoint: q.endpoint,
-          executionId: q.executionId,
-          traceId: q.traceId,
-          issueId: q.issueId,
-          minDurationMs: q.minDurationMs,
-          maxDurationMs: q.maxDurationMs,
+          constraints: [...constraintsFromParams(q), ...constraintsFromQuery(parsed)],
           context,
         },
         { page: q.page, pageSize, sort: q.sort, includeMatchedContext: q.includeMatchedContext === 'true' },

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { constraintsFromParams, constraintsFromQuery } from '../../query/constraints.js';
 import { buildListQuery } from '../../query/executions.js';
+import { parseQuery } from '../../query/query-language.js';
 
 describe('executions list SQL', () => {
   it('binds every request value as a parameter', () => {
@@ -9,11 +11,14 @@ describe('executions list SQL', () => {
         mode: 'test',
         from: 1000,
         to: 2000,
-        serviceName: "checkout'; DROP TABLE x; --",
-        status: ['failed', 'unknown'],
-        method: 'post',
-        endpoint: '/orders/*',
-        minDurationMs: 5,
+        constraints: constraintsFromParams({
+          serviceName: "checkout'; DROP TABLE x; --",
+          status: ['failed', 'unknown'],
+          method: 'post',
+          endpoint: '/orders/*',
+          minDurationMs: 5,
+        }),
+        context: [{ path: 'customer.tier', values: ['gold', 3, true] }],
       },
       { page: 3, pageSize: 20, sort: '-durationMs' },
     );
@@ -23,23 +28,28 @@ describe('executions list SQL', () => {
       FROM read_parquet($files, union_by_name = true)
       WHERE started_at >= epoch_ms($from::BIGINT)
         AND started_at < epoch_ms($to::BIGINT)
-        AND service = $service
-        AND method = $method
-        AND starts_with(endpoint, $endpointPrefix)
-        AND outcome IN ($status0, $status1)
-        AND duration_ms >= $minDurationMs
+        AND service = $c0
+        AND method = $c1
+        AND starts_with(endpoint, $c2)
+        AND outcome IN ($c3_0, $c3_1)
+        AND duration_ms >= $c4
+        AND ((json_type(context, $ctxPath0) = 'VARCHAR' AND json_extract_string(context, $ctxPath0) = $ctx0v0) OR (json_type(context, $ctxPath0) IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND json_extract(context, $ctxPath0)::DOUBLE = $ctx0v1) OR (json_type(context, $ctxPath0) = 'BOOLEAN' AND json_extract_string(context, $ctxPath0) = $ctx0v2))
       ORDER BY duration_ms DESC, execution_id DESC
       LIMIT $limit OFFSET $offset"
     `);
     expect(q.list.params).toEqual({
       from: 1000,
       to: 2000,
-      service: "checkout'; DROP TABLE x; --",
-      method: 'POST',
-      endpointPrefix: '/orders/',
-      status0: 'failed',
-      status1: 'unknown',
-      minDurationMs: 5,
+      c0: "checkout'; DROP TABLE x; --",
+      c1: 'POST',
+      c2: '/orders/',
+      c3_0: 'failed',
+      c3_1: 'unknown',
+      c4: 5,
+      ctxPath0: '$.customer.tier',
+      ctx0v0: 'gold',
+      ctx0v1: 3,
+      ctx0v2: 'true',
       limit: 20,
       offset: 40,
     });
@@ -48,23 +58,31 @@ describe('executions list SQL', () => {
       FROM read_parquet($files, union_by_name = true)
       WHERE started_at >= epoch_ms($from::BIGINT)
         AND started_at < epoch_ms($to::BIGINT)
-        AND service = $service
-        AND method = $method
-        AND starts_with(endpoint, $endpointPrefix)
-        AND outcome IN ($status0, $status1)
-        AND duration_ms >= $minDurationMs"
+        AND service = $c0
+        AND method = $c1
+        AND starts_with(endpoint, $c2)
+        AND outcome IN ($c3_0, $c3_1)
+        AND duration_ms >= $c4
+        AND ((json_type(context, $ctxPath0) = 'VARCHAR' AND json_extract_string(context, $ctxPath0) = $ctx0v0) OR (json_type(context, $ctxPath0) IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND json_extract(context, $ctxPath0)::DOUBLE = $ctx0v1) OR (json_type(context, $ctxPath0) = 'BOOLEAN' AND json_extract_string(context, $ctxPath0) = $ctx0v2))"
     `);
     expect(q.list.sql).not.toContain('checkout');
+    expect(q.list.sql).not.toContain('tier');
   });
 
-  it('an exact endpoint and the ascending sort', () => {
-    const q = buildListQuery(
-      { workspaceId: 'ws_1', mode: 'live', from: 0, to: 1, endpoint: '/health', traceId: 't1' },
-      { page: 1, pageSize: 50, sort: 'startedAt' },
+  it('the query language and the parameters become the same constraints', () => {
+    const fromQ = constraintsFromQuery(
+      parseQuery(
+        'service:checkout method:post endpoint:/orders/* status:failed,unknown trace:t1 issue:iss_1',
+      ),
     );
-    expect(q.list.sql).toContain('endpoint = $endpoint');
-    expect(q.list.sql).toContain('trace_id = $traceId');
-    expect(q.list.sql).toContain('ORDER BY started_at ASC, execution_id ASC');
-    expect(q.list.params).toMatchObject({ endpoint: '/health', traceId: 't1', offset: 0 });
+    const fromParams = constraintsFromParams({
+      serviceName: 'checkout',
+      method: 'POST',
+      endpoint: '/orders/*',
+      status: ['failed', 'unknown'],
+      traceId: 't1',
+      issueId: 'iss_1',
+    });
+    expect(fromQ).toEqual(fromParams);
   });
 });

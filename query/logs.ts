@@ -1,0 +1,115 @@
+import type { LogSort } from '../schemas/api-logs.js';
+import { LOG_LEVELS, type LogLevel, type Mode } from '../schemas/records.js';
+import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import { listPartitionFiles } from '../storage/layout.js';
+import type { BuiltQuery, LogItem } from './executions.js';
+
+/**
+ * SQL for `GET /api/logs` and `GET /api/executions/{id}/logs` (CONTRACT §6.4, §7). Every request value travels
+ * as a typed parameter; the only interpolated pieces are the fixed sort orders below.
+ */
+
+export interface LogFilter {
+  workspaceId: string;
+  mode: Mode;
+  from: number;
+  to: number;
+  serviceName?: string | undefined;
+  environment?: string | undefined;
+  /** The minimum level. */
+  level?: LogLevel | undefined;
+  executionId?: string | undefined;
+  traceId?: string | undefined;
+  /** Case-insensitive substring of the message, taken literally (no wildcards). */
+  search?: string | undefined;
+}
+
+export interface LogPage {
+  page: number;
+  pageSize: number;
+  sort: LogSort;
+}
+
+// Rows of one request share timestamp and ingest_seq; the file and row within it make the order total, so
+// LIMIT/OFFSET pages never repeat or skip a row, and one request's logs keep the order they were sent in.
+const ORDER_BY: Record<LogSort, string> = {
+  '-timestamp': 'timestamp DESC, ingest_seq DESC, filename DESC, file_row_number DESC',
+  timestamp: 'timestamp ASC, ingest_seq ASC, filename ASC, file_row_number ASC',
+};
+
+const LOG_COLUMNS = `epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id,
+  trace_id, span_id, logger, attributes, exception, truncated`;
+
+const FROM_FILES = 'read_parquet($files, union_by_name = true, filename = true, file_row_number = true)';
+
+/** level_num as the pipeline stores it: trace=1 … fatal=6, the order of LOG_LEVELS. */
+export const levelNum = (level: LogLevel): number => LOG_LEVELS.indexOf(level) + 1;
+
+export function buildLogWhere(f: LogFilter): BuiltQuery {
+  const where = ['timestamp >= epoch_ms($from::BIGINT)', 'timestamp < epoch_ms($to::BIGINT)'];
+  const params: Record<string, SqlParam> = { from: f.from, to: f.to };
+  const eq = (column: string, name: string, value: string | undefined) => {
+    if (value === undefined) return;
+    where.push(`${column} = $${name}`);
+    params[name] = value;
+  };
+  eq('service', 'service', f.serviceName);
+  eq('environment', 'environment', f.environment);
+  eq('execution_id', 'executionId', f.executionId);
+  eq('trace_id', 'traceId', f.traceId);
+  if (f.level !== undefined) {
+    where.push('level_num >= $levelNum');
+    params.levelNum = levelNum(f.level);
+  }
+  if (f.search !== undefined) {
+    // contains() matches a plain substring, so `%`, `_` and `\` in the needle are literal.
+    where.push('contains(lower(message), lower($search))');
+    params.search = f.search;
+  }
+  return { sql: where.join('\n  AND '), params };
+}
+
+export function buildLogListQuery(f: LogFilter, p: LogPage): { list: BuiltQuery; count: BuiltQuery } {
+  const where = buildLogWhere(f);
+  const list = `SELECT ${LOG_COLUMNS}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
+  const count = `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true)\nWHERE ${where.sql}`;
+  return {
+    list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
+    count: { sql: count, params: where.params },
+  };
+}
+
+const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
+
+function toLogItem(l: Row): LogItem {
+  return {
+    timestamp: new Date(Number(l.ts_ms)).toISOString(),
+    level: l.level as string,
+    message: l.message as string,
+    service: l.service as string,
+    environment: l.environment as string,
+    executionId: (l.execution_id as string | null) ?? null,
+    traceId: (l.trace_id as string | null) ?? null,
+    spanId: (l.span_id as string | null) ?? null,
+    logger: (l.logger as string | null) ?? null,
+    attributes: json(l.attributes),
+    exception: json(l.exception),
+    truncated: Boolean(l.truncated),
+  };
+}
+
+export async function listLogs(
+  engine: QueryEngine,
+  dataDir: string,
+  f: LogFilter,
+  p: LogPage,
+): Promise<{ data: LogItem[]; total: number }> {
+  const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
+  if (files.length === 0) return { data: [], total: 0 };
+  const q = buildLogListQuery(f, p);
+  const [rows, count] = await Promise.all([
+    engine.all(q.list.sql, { ...q.list.params, files }),
+    engine.all(q.count.sql, { ...q.count.params, files }),
+  ]);
+  return { data: rows.map(toLogItem), total: Number(count[0]?.total ?? 0) };
+}

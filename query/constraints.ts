@@ -99,7 +99,8 @@ export function constraintSql(constraints: Constraint[], params: Record<string, 
           params[`${name}_${j}`] = v;
         });
         return `outcome IN (${c.values.map((_, j) => `$${name}_${j}`).join(', ')})`;
-      case 'duration':
+      default:
+        // 'duration': the last kind.
         params[name] = c.ms;
         return `duration_ms ${c.op} $${name}`;
     }

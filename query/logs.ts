@@ -113,3 +113,31 @@ export async function listLogs(
   ]);
   return { data: rows.map(toLogItem), total: Number(count[0]?.total ?? 0) };
 }
+
+const HOUR_MS = 3_600_000;
+/**
+ * How far around an execution its logs are looked for. Must equal LOG_WINDOW_MS in query/executions.ts, so
+ * the detail's first 1,000 logs are the first 1,000 this list pages through.
+ */
+const EXECUTION_LOG_WINDOW_MS = HOUR_MS;
+
+/** All logs of one execution, in time order (CONTRACT §6.4). */
+export async function listExecutionLogPage(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  execution: { executionId: string; startedAt: number; durationMs: number },
+  page: { page: number; pageSize: number },
+): Promise<{ data: LogItem[]; total: number }> {
+  // The detail reads every row of the hour partitions the window touches; widening the window to whole hours
+  // selects exactly those rows.
+  const from = Math.floor((execution.startedAt - EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
+  const to =
+    Math.ceil((execution.startedAt + execution.durationMs + EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
+  return listLogs(
+    engine,
+    dataDir,
+    { ...scope, from, to, executionId: execution.executionId },
+    { ...page, sort: 'timestamp' },
+  );
+}

@@ -287,6 +287,30 @@ export class ControlPlane {
     for (const [keyId, at] of pending) await this.store.keyUsage.put(keyId, at);
   }
 
+  // ---- leases ----
+
+  /**
+   * A lease on a named job (compaction) for `ttlMs`: true when this owner holds it now. Taken with
+   * compare-and-set, so of several processes one holds it; a holder that died loses it when it expires.
+   */
+  async tryLease(name: string, owner: string, ttlMs: number): Promise<boolean> {
+    const key = `lease.${name}`;
+    const value = JSON.stringify({ owner, until: Date.now() + ttlMs });
+    try {
+      const e = await this.store.meta.get(key);
+      if (e?.operation !== 'PUT') {
+        await this.store.meta.create(key, value);
+        return true;
+      }
+      const held = e.json<{ owner: string; until: number }>();
+      if (held.owner !== owner && held.until > Date.now()) return false;
+      await this.store.meta.update(key, value, e.revision);
+      return true;
+    } catch {
+      return false; // someone else won the race
+    }
+  }
+
   // ---- settings ----
 
   settingsOf(workspaceId: string): Settings {

@@ -7,6 +7,8 @@ import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messa
 import type { Config } from '../schemas/config.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
+import { type CompactionStats, runCompaction } from '../storage/compaction.js';
+import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
 import { workerFile } from '../storage/worker-file.js';
@@ -78,6 +80,9 @@ export class Pipeline {
   #heartbeat: NodeJS.Timeout | null = null;
   #lastPrune = 0;
   #retentionTimer: NodeJS.Timeout | null = null;
+  #compactionTimer: NodeJS.Timeout | null = null;
+  #compactionEngine: QueryEngine | null = null;
+  #compacting = false;
   readonly #stats: PipelineStats = {
     messages: 0,
     redeliveredSkipped: 0,
@@ -114,6 +119,12 @@ export class Pipeline {
     await this.#retention();
     this.#retentionTimer = setInterval(() => void this.#retention(), RETENTION_EVERY_MS);
     this.#retentionTimer.unref();
+    if (config.COMPACTION_INTERVAL_MS > 0) {
+      // Its own single-threaded DuckDB: merging files must not take the query engine's threads.
+      this.#compactionEngine = await QueryEngine.open(config.dataDir, 1);
+      this.#compactionTimer = setInterval(() => void this.compact(), config.COMPACTION_INTERVAL_MS);
+      this.#compactionTimer.unref();
+    }
     this.#pool = new Piscina({
       filename: workerFile(import.meta.url, 'parse-worker.js'),
       minThreads: config.pipelineWorkers,
@@ -253,6 +264,32 @@ export class Pipeline {
     return this.#rulesText.get(workspaceId);
   }
 
+  /**
+   * One compaction pass, when this process holds the compaction lease (one compactor at a time across
+   * pipeline processes). Passes never overlap.
+   */
+  async compact(): Promise<CompactionStats | null> {
+    const engine = this.#compactionEngine;
+    if (!engine || this.#compacting) return null;
+    this.#compacting = true;
+    try {
+      const { config, control, log } = this.#o;
+      const leaseMs = Math.max(60_000, config.COMPACTION_INTERVAL_MS * 3);
+      if (!(await control.tryLease('compaction', this.#journal.writerId, leaseMs))) return null;
+      const stats = await runCompaction(engine, config.dataDir, {
+        minFiles: config.COMPACTION_MIN_FILES,
+        graceMs: config.COMPACTION_GRACE_MS,
+      });
+      if (stats.partitions > 0 || stats.deleted > 0) log.info(stats, 'compaction pass');
+      return stats;
+    } catch (err) {
+      this.#o.log.warn({ err }, 'compaction pass failed; the next one retries');
+      return null;
+    } finally {
+      this.#compacting = false;
+    }
+  }
+
   async #retention(): Promise<void> {
     try {
       const r = await applyRetention(
@@ -295,6 +332,7 @@ export class Pipeline {
   /** Stops intake, finishes in-flight messages, flushes, and closes the workers. */
   async stop(): Promise<void> {
     if (this.#retentionTimer) clearInterval(this.#retentionTimer);
+    if (this.#compactionTimer) clearInterval(this.#compactionTimer);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await this.#messages?.close().catch(() => {});
     await this.#loop?.catch(() => {});
@@ -304,6 +342,8 @@ export class Pipeline {
     await this.#o.broker.nc.flush().catch(() => {});
     this.#lastPrune = 0;
     await this.#maybePrune();
+    while (this.#compacting) await new Promise((r) => setTimeout(r, 20));
+    this.#compactionEngine?.close();
     await this.#pool?.destroy();
     await this.#writer?.close();
   }

@@ -38,6 +38,12 @@ export const configSchema = z.object({
   /** Unacked messages are redelivered after this long; must cover a slow flush. */
   CONSUMER_ACK_WAIT_MS: int(30_000, 1000),
   PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('zstd'),
+  /** How often partitions are compacted (0: never, for benchmarks of the bare write path). */
+  COMPACTION_INTERVAL_MS: int(30_000, 0),
+  /** While an hour is written, its small files are merged once there are this many. */
+  COMPACTION_MIN_FILES: int(16, 2),
+  /** Replaced files are deleted this long after a compaction (queries in flight may still read them). */
+  COMPACTION_GRACE_MS: int(300_000, 0),
   /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */
   STREAM_MAX_AGE_HOURS: int(0, 0),
   STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),

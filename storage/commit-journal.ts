@@ -1,6 +1,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { fsyncDir } from './fsync.js';
+import { readManifest, retired } from './manifest.js';
 
 /**
  * Exactly-once commit of a batch to Parquet. A batch's files are written under temporary names first; then
@@ -26,15 +28,6 @@ export interface CommitEntry {
 
 const ENTRY_SUFFIX = '.json';
 
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 async function renameIfPending(f: CommitFile): Promise<void> {
   try {
     await fs.rename(f.tmpPath, f.finalPath);
@@ -42,9 +35,14 @@ async function renameIfPending(f: CommitFile): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     // Already renamed by an earlier attempt (or by another process finishing this entry) — or lost, which
     // must not pass for done: its messages would be acked with their rows gone.
-    await fs.access(f.finalPath).catch(() => {
+    const present = await fs.access(f.finalPath).then(
+      () => true,
+      () => false,
+    );
+    // Compacted into another file since: its rows are there.
+    if (!present && !retired(await readManifest(path.dirname(f.finalPath)), path.basename(f.finalPath))) {
       throw new Error(`committed file lost: neither ${f.tmpPath} nor ${f.finalPath} exists`);
-    });
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { DatasetName } from './datasets.js';
+import { readManifest, visibleFiles } from './manifest.js';
 
 /**
  * Where files live: DATA_DIR/<dataset>/ws=<id>/mode=<m>/date=YYYY-MM-DD/hour=HH/<writer>-<commit>.parquet.
@@ -76,8 +77,10 @@ export async function listPartitionFiles(
       const perHour = await Promise.all(
         hours.map(async (h) => {
           const dir = path.join(base, d.name, h.name);
-          const names = (await readdirOrEmpty(dir)).filter((f) => f.endsWith(PARQUET_SUFFIX)).sort();
-          return names.map((f) => path.join(dir, f));
+          const [names, manifest] = await Promise.all([readdirOrEmpty(dir), readManifest(dir)]);
+          return visibleFiles(names, manifest)
+            .sort()
+            .map((f) => path.join(dir, f));
         }),
       );
       return perHour.flat();

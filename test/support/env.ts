@@ -34,6 +34,8 @@ export function testConfig(dataDir: string, natsUrl: string, extra: Record<strin
     INGEST_BURST: '100000',
     READ_RATE_PER_SEC: '100000',
     READ_BURST: '100000',
+    // Compaction runs when a test asks for it (pipeline.compact()), not on a timer.
+    COMPACTION_INTERVAL_MS: '0',
     ...extra,
   });
 }

@@ -1,0 +1,141 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { DatasetName } from './datasets.js';
+import { DATASET_NAMES } from './datasets.js';
+import type { QueryEngine } from './duckdb.js';
+import { fsyncDir } from './fsync.js';
+import { COMPACTED_PREFIX, emptyManifest, readManifest, visibleFiles, writeManifest } from './manifest.js';
+
+/**
+ * Merges a partition's small files into one, sorted for pruning and, for executions, deduplicated by
+ * executionId (CONTRACT §5: an execution resent in another request is stored once from the time its hour has
+ * been compacted). The merged file is written under its final name, invisible until the manifest names it;
+ * the manifest swap is the single atomic step, and the replaced files are deleted only after a grace period
+ * (queries that listed them may still be reading).
+ */
+
+const HOUR_MS = 3_600_000;
+
+/** Per dataset: the rows kept (one per execution) and their order in the merged file. */
+const SELECT: Record<DatasetName, string> = {
+  executions: `SELECT * FROM read_parquet($files, union_by_name = true)
+    QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
+    ORDER BY service, started_at`,
+  logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp',
+  metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp',
+  rejections: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at',
+};
+
+export interface CompactionOptions {
+  /** While an hour is still written, its small files are merged once there are this many. */
+  minFiles: number;
+  /** Replaced files are deleted this long after the swap. */
+  graceMs: number;
+  now?: number;
+}
+
+export interface CompactionStats {
+  partitions: number;
+  filesIn: number;
+  deleted: number;
+}
+
+const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/** Compacts one partition directory when it needs it; deletes replaced files past their grace period. */
+export async function compactPartition(
+  engine: QueryEngine,
+  dir: string,
+  dataset: DatasetName,
+  hourStart: number,
+  opts: CompactionOptions,
+): Promise<{ compacted: number; deleted: number }> {
+  const now = opts.now ?? Date.now();
+  const manifest = (await readManifest(dir)) ?? emptyManifest();
+  const names = await fs.readdir(dir);
+  const visible = visibleFiles(names, manifest);
+  const small = visible.filter((n) => !n.startsWith(COMPACTED_PREFIX));
+  // While the hour is written, only the small files are merged (the big ones are not rewritten over and over);
+  // once it has ended, everything is merged into one file, which is when executions are deduplicated.
+  const hourEnded = now >= hourStart + HOUR_MS;
+  const inputs = hourEnded
+    ? visible.length > 1 || small.length > 0
+      ? visible
+      : []
+    : small.length >= opts.minFiles
+      ? small
+      : [];
+  let compacted = 0;
+  let next = manifest;
+  if (inputs.length > 0) {
+    const out = `${COMPACTED_PREFIX}${now}-${crypto.randomBytes(4).toString('hex')}.parquet`;
+    const outPath = path.join(dir, out);
+    // Written under its final name: no reader sees a c- file before the manifest lists it.
+    await engine.all(
+      `COPY (${SELECT[dataset]}) TO ${quoteLiteral(outPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)`,
+      { files: inputs.map((n) => path.join(dir, n)) },
+    );
+    const fh = await fs.open(outPath, 'r+');
+    await fh.sync();
+    await fh.close();
+    await fsyncDir(dir);
+    next = {
+      version: manifest.version + 1,
+      live: [...manifest.live.filter((n) => !inputs.includes(n)), out],
+      replaced: [...manifest.replaced, ...inputs.map((name) => ({ name, at: now }))],
+      deleted: manifest.deleted,
+    };
+    await writeManifest(dir, next);
+    compacted = inputs.length;
+  }
+  const expired = next.replaced.filter((r) => now - r.at >= opts.graceMs);
+  if (expired.length > 0) {
+    for (const r of expired) await fs.rm(path.join(dir, r.name), { force: true });
+    next = {
+      ...next,
+      version: next.version + 1,
+      replaced: next.replaced.filter((r) => now - r.at < opts.graceMs),
+      deleted: [...next.deleted, ...expired.map((r) => r.name)],
+    };
+    await writeManifest(dir, next);
+  }
+  return { compacted, deleted: expired.length };
+}
+
+const entries = async (dir: string, prefix: string) =>
+  (await fs.readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith(prefix));
+
+/** Every partition of every dataset, oldest first. */
+export async function runCompaction(
+  engine: QueryEngine,
+  dataDir: string,
+  opts: CompactionOptions,
+): Promise<CompactionStats> {
+  const stats: CompactionStats = { partitions: 0, filesIn: 0, deleted: 0 };
+  for (const dataset of DATASET_NAMES) {
+    const base = path.join(dataDir, dataset);
+    for (const ws of await entries(base, 'ws=')) {
+      for (const mode of await entries(path.join(base, ws), 'mode=')) {
+        const modeDir = path.join(base, ws, mode);
+        for (const date of (await entries(modeDir, 'date=')).sort()) {
+          const day = Date.parse(`${date.slice(5)}T00:00:00Z`);
+          for (const hour of (await entries(path.join(modeDir, date), 'hour=')).sort()) {
+            const dir = path.join(modeDir, date, hour);
+            const r = await compactPartition(
+              engine,
+              dir,
+              dataset,
+              day + Number.parseInt(hour.slice(5), 10) * HOUR_MS,
+              opts,
+            );
+            if (r.compacted > 0) stats.partitions++;
+            stats.filesIn += r.compacted;
+            stats.deleted += r.deleted;
+          }
+        }
+      }
+    }
+  }
+  return stats;
+}

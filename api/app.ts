@@ -8,7 +8,9 @@ import { authRoutes } from './routes/auth.js';
 import { executionRoutes } from './routes/executions.js';
 import { healthRoutes } from './routes/health.js';
 import { ingestRoutes } from './routes/ingest.js';
+import { ingestToolRoutes } from './routes/ingest-tools.js';
 import { keyRoutes } from './routes/keys.js';
+import { logRoutes } from './routes/logs.js';
 import { operationsRoutes } from './routes/operations.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
@@ -55,7 +57,9 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     workspaceRoutes,
     keyRoutes,
     ingestRoutes,
+    ingestToolRoutes,
     executionRoutes,
+    logRoutes,
   ]) {
     await app.register(routes(ctx));
   }

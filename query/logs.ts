@@ -30,8 +30,8 @@ export interface LogPage {
   sort: LogSort;
 }
 
-// Rows of one request share timestamp and ingest_seq; the file and row within it make the order total, so
-// LIMIT/OFFSET pages never repeat or skip a row, and one request's logs keep the order they were sent in.
+// Logs of one request can share timestamp and ingest_seq; the file and the row within it make the order
+// total, so LIMIT/OFFSET pages never repeat or skip a row.
 const ORDER_BY: Record<LogSort, string> = {
   '-timestamp': 'timestamp DESC, ingest_seq DESC, filename DESC, file_row_number DESC',
   timestamp: 'timestamp ASC, ingest_seq ASC, filename ASC, file_row_number ASC',

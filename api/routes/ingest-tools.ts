@@ -1,0 +1,77 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { processPayload } from '../../pipeline/process-payload.js';
+import { listRejections } from '../../query/rejections.js';
+import { rejectionListQuerySchema, resolvePaging } from '../../schemas/api-logs.js';
+import { validationError } from '../../schemas/errors.js';
+import { principalOf, resolveMode } from '../auth.js';
+import { parseJson, type RawJsonBody } from '../body-parser.js';
+import type { ApiContext } from '../context.js';
+import { checkEnvelope } from '../ingest-envelope.js';
+import { timeWindow } from '../time-window.js';
+import { parseInput } from '../validate.js';
+
+/** The tools around ingestion (CONTRACT §5): what the pipeline refused, and a dry run of its validation. */
+export const ingestToolRoutes =
+  (deps: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const { config } = deps;
+
+    app.get('/api/ingest/rejections', { config: { need: 'read' } }, async (req, _reply) => {
+      const principal = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(principal, raw.mode);
+      const q = parseInput(rejectionListQuerySchema, raw, 'query');
+      const { page, pageSize } = resolvePaging(q, config);
+      // Rejections are kept 7 days, so the default window covers all of them.
+      const window = timeWindow(q.from, q.to, 7);
+      const result = await listRejections(
+        deps.engine,
+        config.dataDir,
+        { workspaceId: principal.workspaceId, mode, ...window },
+        { page, pageSize },
+      );
+      return {
+        data: result.data,
+        page,
+        pageSize,
+        hasMore: page * pageSize < result.total,
+        total: result.total,
+      };
+    });
+
+    // Same checks as POST /api/ingest, then the pipeline's own validation right here: nothing is published,
+    // stored or counted as ingested.
+    app.post(
+      '/api/ingest/validate',
+      { config: { rawJsonBody: true, need: 'ingest' } },
+      async (req, _reply) => {
+        const principal = principalOf(req);
+        if (principal.kind !== 'key') throw new Error('unreachable: ingest is for keys');
+        const body = req.body as RawJsonBody | undefined;
+        if (!body || !Buffer.isBuffer(body.raw)) {
+          throw validationError('a JSON body is required', [{ path: '', message: 'expected a JSON object' }]);
+        }
+        const payload = parseJson(body.decoded);
+        checkEnvelope(payload, principal.mode, {
+          executions: config.MAX_EXECUTIONS_PER_REQUEST,
+          logs: config.MAX_LOGS_PER_REQUEST,
+          metrics: config.MAX_METRICS_PER_REQUEST,
+        });
+        // Outcome rules only classify, they never refuse an item, so the dry run leaves them out.
+        const out = processPayload(payload, {
+          mode: principal.mode,
+          requestId: String(req.id),
+          receivedAt: Date.now(),
+        });
+        return {
+          valid: { executions: out.executions.length, logs: out.logs.length, metrics: out.metrics.length },
+          rejected: out.rejections.map((r) => ({
+            kind: r.kind,
+            index: r.index,
+            code: r.code,
+            details: r.details,
+          })),
+        };
+      },
+    );
+  };

@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { executionIdParamsSchema, timeParam } from './api.js';
+import { validationError } from './errors.js';
+import { type ErrorDetail, LOG_LEVELS, MODES } from './records.js';
+
+/** Query parameters of the log and rejection read endpoints (CONTRACT §5, §6.4, §7). */
+
+// Same paging parameters as the executions list; the upper bounds come from configuration, so the route
+// checks them.
+const page = z.coerce.number().int().min(1).default(1);
+const pageSize = z.coerce.number().int().min(1).optional();
+
+export const LOG_SORTS = ['-timestamp', 'timestamp'] as const;
+export type LogSort = (typeof LOG_SORTS)[number];
+
+export const logListQuerySchema = z.strictObject({
+  mode: z.enum(MODES).optional(),
+  serviceName: z.string().min(1).max(128).optional(),
+  environment: z.string().min(1).max(64).optional(),
+  /** The minimum level: `warn` answers warn, error and fatal. */
+  level: z.enum(LOG_LEVELS).optional(),
+  executionId: executionIdParamsSchema.shape.executionId.optional(),
+  traceId: z.string().min(1).max(128).optional(),
+  // A needle longer than a stored message (8 KiB at most) can never match; 1,024 is plenty for a search box.
+  search: z.string().min(1).max(1024).optional(),
+  from: timeParam.optional(),
+  to: timeParam.optional(),
+  sort: z.enum(LOG_SORTS).default('-timestamp'),
+  page,
+  pageSize,
+});
+
+/** `GET /api/executions/{executionId}/logs`: always in time order, so no sort and no time window. */
+export const executionLogsQuerySchema = z.strictObject({
+  mode: z.enum(MODES).optional(),
+  page,
+  pageSize,
+});
+
+export const rejectionListQuerySchema = z.strictObject({
+  mode: z.enum(MODES).optional(),
+  from: timeParam.optional(),
+  to: timeParam.optional(),
+  page,
+  pageSize,
+});
+
+export interface PagingLimits {
+  PAGE_SIZE_DEFAULT: number;
+  PAGE_SIZE_MAX: number;
+  MAX_RESULT_WINDOW: number;
+}
+
+/**
+ * The page and page size to answer with (CONTRACT §1): the bounds that come from configuration, checked after
+ * the schema. A page deeper than the result window is refused rather than clamped, so a client never takes a
+ * short page for the end of the list.
+ */
+export function resolvePaging(
+  q: { page: number; pageSize?: number | undefined },
+  limits: PagingLimits,
+): { page: number; pageSize: number } {
+  const pageSize = q.pageSize ?? limits.PAGE_SIZE_DEFAULT;
+  const details: ErrorDetail[] = [];
+  if (pageSize > limits.PAGE_SIZE_MAX) {
+    details.push({ path: 'pageSize', message: `must be at most ${limits.PAGE_SIZE_MAX}` });
+  }
+  if (q.page * pageSize > limits.MAX_RESULT_WINDOW) {
+    details.push({
+      path: 'page',
+      message: `page × pageSize must not exceed ${limits.MAX_RESULT_WINDOW}; narrow the time range`,
+    });
+  }
+  if (details.length > 0) throw validationError(`${details[0]!.path}: ${details[0]!.message}`, details);
+  return { page: q.page, pageSize };
+}

@@ -4,6 +4,7 @@ import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type Constraint, constraintSql } from './constraints.js';
 import { type ContextFilter, contextFilterSql } from './context-filter.js';
+import { type LogItem, listExecutionLogPage } from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -152,21 +153,6 @@ export async function listExecutions(
   return { data, total: Number(count[0]?.total ?? 0) };
 }
 
-export interface LogItem {
-  timestamp: string;
-  level: string;
-  message: string;
-  service: string;
-  environment: string;
-  executionId: string | null;
-  traceId: string | null;
-  spanId: string | null;
-  logger: string | null;
-  attributes: unknown;
-  exception: unknown;
-  truncated: boolean;
-}
-
 export interface ExecutionDetail extends ExecutionSummary {
   spanId: string | null;
   parentSpanId: string | null;
@@ -182,8 +168,6 @@ export interface ExecutionDetail extends ExecutionSummary {
   logsTruncated: boolean;
 }
 
-/** Logs correlated to an execution are looked for this far around it. */
-const LOG_WINDOW_MS = 3_600_000;
 export const DETAIL_LOG_LIMIT = 1000;
 
 export async function getExecution(
@@ -199,7 +183,7 @@ export async function getExecution(
        outcome_evidence, truncated
      FROM ${FROM_FILES}
      WHERE execution_id = $id
-     ORDER BY received_at DESC
+     ORDER BY received_at ASC, ingest_seq ASC
      LIMIT 1`,
     { files: paths, id: executionId },
   );
@@ -207,10 +191,16 @@ export async function getExecution(
   if (!r) return null;
   const summary = toSummary(r, scope.mode);
   const startedAt = Number(r.started_at_ms);
-  const logs = await listExecutionLogs(engine, dataDir, scope, executionId, startedAt, summary.durationMs, {
-    limit: DETAIL_LOG_LIMIT + 1,
-    offset: 0,
-  });
+  // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
+  const logs = (
+    await listExecutionLogPage(
+      engine,
+      dataDir,
+      scope,
+      { executionId, startedAt, durationMs: summary.durationMs },
+      { page: 1, pageSize: DETAIL_LOG_LIMIT + 1 },
+    )
+  ).data;
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,
@@ -226,42 +216,4 @@ export async function getExecution(
     logs: logs.slice(0, DETAIL_LOG_LIMIT),
     logsTruncated: logs.length > DETAIL_LOG_LIMIT,
   };
-}
-
-export async function listExecutionLogs(
-  engine: QueryEngine,
-  dataDir: string,
-  scope: { workspaceId: string; mode: Mode },
-  executionId: string,
-  startedAt: number,
-  durationMs: number,
-  page: { limit: number; offset: number },
-): Promise<LogItem[]> {
-  const from = startedAt - LOG_WINDOW_MS;
-  const to = startedAt + durationMs + LOG_WINDOW_MS;
-  const paths = await files(dataDir, 'logs', scope, from, to);
-  if (paths.length === 0) return [];
-  const rows = await engine.all(
-    `SELECT epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id, trace_id,
-       span_id, logger, attributes, exception, truncated
-     FROM ${FROM_FILES}
-     WHERE execution_id = $id
-     ORDER BY timestamp ASC, ingest_seq ASC
-     LIMIT $limit OFFSET $offset`,
-    { files: paths, id: executionId, limit: page.limit, offset: page.offset },
-  );
-  return rows.map((l) => ({
-    timestamp: iso(l.ts_ms),
-    level: l.level as string,
-    message: l.message as string,
-    service: l.service as string,
-    environment: l.environment as string,
-    executionId: (l.execution_id as string | null) ?? null,
-    traceId: (l.trace_id as string | null) ?? null,
-    spanId: (l.span_id as string | null) ?? null,
-    logger: (l.logger as string | null) ?? null,
-    attributes: json(l.attributes),
-    exception: json(l.exception),
-    truncated: Boolean(l.truncated),
-  }));
 }

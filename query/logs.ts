@@ -2,12 +2,27 @@ import type { LogSort } from '../schemas/api-logs.js';
 import { LOG_LEVELS, type LogLevel, type Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import type { BuiltQuery, LogItem } from './executions.js';
+import type { BuiltQuery } from './executions.js';
 
 /**
  * SQL for `GET /api/logs` and `GET /api/executions/{id}/logs` (CONTRACT §6.4, §7). Every request value travels
  * as a typed parameter; the only interpolated pieces are the fixed sort orders below.
  */
+
+export interface LogItem {
+  timestamp: string;
+  level: string;
+  message: string;
+  service: string;
+  environment: string;
+  executionId: string | null;
+  traceId: string | null;
+  spanId: string | null;
+  logger: string | null;
+  attributes: unknown;
+  exception: unknown;
+  truncated: boolean;
+}
 
 export interface LogFilter {
   workspaceId: string;
@@ -115,10 +130,7 @@ export async function listLogs(
 }
 
 const HOUR_MS = 3_600_000;
-/**
- * How far around an execution its logs are looked for. Must equal LOG_WINDOW_MS in query/executions.ts, so
- * the detail's first 1,000 logs are the first 1,000 this list pages through.
- */
+/** How far around an execution its logs are looked for (they share its trace of time, give or take). */
 const EXECUTION_LOG_WINDOW_MS = HOUR_MS;
 
 /** All logs of one execution, in time order (CONTRACT §6.4). */

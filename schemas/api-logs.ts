@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { executionIdParamsSchema, timeParam } from './api.js';
-import { validationError } from './errors.js';
-import { type ErrorDetail, LOG_LEVELS, MODES } from './records.js';
+import { LOG_LEVELS, MODES } from './records.js';
 
 /** Query parameters of the log and rejection read endpoints (CONTRACT §5, §6.4, §7). */
 
@@ -44,33 +43,3 @@ export const rejectionListQuerySchema = z.strictObject({
   page,
   pageSize,
 });
-
-export interface PagingLimits {
-  PAGE_SIZE_DEFAULT: number;
-  PAGE_SIZE_MAX: number;
-  MAX_RESULT_WINDOW: number;
-}
-
-/**
- * The page and page size to answer with (CONTRACT §1): the bounds that come from configuration, checked after
- * the schema. A page deeper than the result window is refused rather than clamped, so a client never takes a
- * short page for the end of the list.
- */
-export function resolvePaging(
-  q: { page: number; pageSize?: number | undefined },
-  limits: PagingLimits,
-): { page: number; pageSize: number } {
-  const pageSize = q.pageSize ?? limits.PAGE_SIZE_DEFAULT;
-  const details: ErrorDetail[] = [];
-  if (pageSize > limits.PAGE_SIZE_MAX) {
-    details.push({ path: 'pageSize', message: `must be at most ${limits.PAGE_SIZE_MAX}` });
-  }
-  if (q.page * pageSize > limits.MAX_RESULT_WINDOW) {
-    details.push({
-      path: 'page',
-      message: `page × pageSize must not exceed ${limits.MAX_RESULT_WINDOW}; narrow the time range`,
-    });
-  }
-  if (details.length > 0) throw validationError(`${details[0]!.path}: ${details[0]!.message}`, details);
-  return { page: q.page, pageSize };
-}

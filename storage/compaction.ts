@@ -22,9 +22,10 @@ const SELECT: Record<DatasetName, string> = {
   executions: `SELECT * FROM read_parquet($files, union_by_name = true)
     QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
     ORDER BY service, started_at`,
-  logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp',
-  metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp',
-  rejections: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at',
+  logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp, ingest_seq',
+  metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp, ingest_seq',
+  rejections:
+    'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at, ingest_seq, kind, item_index',
 };
 
 export interface CompactionOptions {

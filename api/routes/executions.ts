@@ -7,6 +7,7 @@ import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema 
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
+import { checkPaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 
@@ -27,8 +28,9 @@ export const executionRoutes =
       const mode = resolveMode(principal, raw.mode);
       const rest = Object.fromEntries(Object.entries(raw).filter(([k]) => !k.startsWith('context.')));
       const q = parseInput(executionListQuerySchema, rest, 'query');
-      const pageSize = q.pageSize ?? config.PAGE_SIZE_DEFAULT;
+      const { pageSize, problems } = checkPaging(q, config);
       const { filters: paramContext, errors: details } = contextFiltersFromQuery(raw);
+      details.push(...problems);
       let parsed: ParsedQuery = { duration: [], context: [] };
       if (q.q !== undefined) {
         try {
@@ -42,15 +44,6 @@ export const executionRoutes =
       const context = [...paramContext, ...parsed.context];
       const contextKeys = new Set(context.map((c) => c.path));
       const serviceName = q.serviceName ?? parsed.service;
-      if (pageSize > config.PAGE_SIZE_MAX) {
-        details.push({ path: 'pageSize', message: `must be at most ${config.PAGE_SIZE_MAX}` });
-      }
-      if (q.page * pageSize > config.MAX_RESULT_WINDOW) {
-        details.push({
-          path: 'page',
-          message: `page × pageSize must not exceed ${config.MAX_RESULT_WINDOW}; narrow the time range`,
-        });
-      }
       if (contextKeys.size > MAX_CONTEXT_KEYS) {
         details.push({ path: 'context', message: `at most ${MAX_CONTEXT_KEYS} context keys per search` });
       }

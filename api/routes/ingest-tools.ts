@@ -1,12 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { processPayload } from '../../pipeline/process-payload.js';
 import { listRejections } from '../../query/rejections.js';
-import { rejectionListQuerySchema, resolvePaging } from '../../schemas/api-logs.js';
+import { rejectionListQuerySchema } from '../../schemas/api-logs.js';
 import { validationError } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import { parseJson, type RawJsonBody } from '../body-parser.js';
 import type { ApiContext } from '../context.js';
 import { checkEnvelope } from '../ingest-envelope.js';
+import { resolvePaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 

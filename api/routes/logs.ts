@@ -2,10 +2,11 @@ import type { FastifyPluginAsync } from 'fastify';
 import { getExecution } from '../../query/executions.js';
 import { listExecutionLogPage, listLogs } from '../../query/logs.js';
 import { executionIdParamsSchema } from '../../schemas/api.js';
-import { executionLogsQuerySchema, logListQuerySchema, resolvePaging } from '../../schemas/api-logs.js';
+import { executionLogsQuerySchema, logListQuerySchema } from '../../schemas/api-logs.js';
 import { notFound } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
+import { resolvePaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 

@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LogItem } from '../../query/executions.js';
+import type { LogItem } from '../../query/logs.js';
 import type { RejectionItem } from '../../query/rejections.js';
 import { LOG_LEVELS, type LogLevel } from '../../schemas/records.js';
 import {

@@ -39,3 +39,8 @@ export function resolvePaging(
   if (problems.length > 0) throw validationError(`${problems[0]!.path}: ${problems[0]!.message}`, problems);
   return { page: q.page, pageSize };
 }
+
+/** The list answer of CONTRACT §1. */
+export function pageAnswer<T>(result: { data: T[]; total: number }, page: number, pageSize: number) {
+  return { data: result.data, page, pageSize, hasMore: page * pageSize < result.total, total: result.total };
+}

@@ -170,24 +170,54 @@ export interface ExecutionDetail extends ExecutionSummary {
 
 export const DETAIL_LOG_LIMIT = 1000;
 
-export async function getExecution(
+/**
+ * The stored row of one execution (the first stored copy, as compaction keeps), with `columns` besides the
+ * summary's; null when the workspace and mode have no such execution.
+ */
+async function findExecutionRow(
   engine: QueryEngine,
   dataDir: string,
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
-): Promise<ExecutionDetail | null> {
+  columns = '',
+): Promise<Row | null> {
   const paths = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
   if (paths.length === 0) return null;
   const rows = await engine.all(
-    `SELECT ${SUMMARY_COLUMNS}, span_id, parent_span_id, context, request, response, exception, outcome_reason,
-       outcome_evidence, truncated
+    `SELECT ${SUMMARY_COLUMNS}${columns}
      FROM ${FROM_FILES}
      WHERE execution_id = $id
      ORDER BY received_at ASC, ingest_seq ASC
      LIMIT 1`,
     { files: paths, id: executionId },
   );
-  const r = rows[0];
+  return rows[0] ?? null;
+}
+
+/** An execution's summary, or null: the cheap existence check. */
+export async function findExecution(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  executionId: string,
+): Promise<ExecutionSummary | null> {
+  const r = await findExecutionRow(engine, dataDir, scope, executionId);
+  return r ? toSummary(r, scope.mode) : null;
+}
+
+export async function getExecution(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  executionId: string,
+): Promise<ExecutionDetail | null> {
+  const r = await findExecutionRow(
+    engine,
+    dataDir,
+    scope,
+    executionId,
+    ', span_id, parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated',
+  );
   if (!r) return null;
   const summary = toSummary(r, scope.mode);
   const startedAt = Number(r.started_at_ms);

@@ -7,7 +7,7 @@ import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema 
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
-import { checkPaging } from '../paging.js';
+import { checkPaging, pageAnswer } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 
@@ -95,13 +95,7 @@ export const executionRoutes =
         },
         { page: q.page, pageSize, sort: q.sort, includeMatchedContext: q.includeMatchedContext === 'true' },
       );
-      return {
-        data: result.data,
-        page: q.page,
-        pageSize,
-        hasMore: q.page * pageSize < result.total,
-        total: result.total,
-      };
+      return pageAnswer(result, q.page, pageSize);
     });
 
     app.get('/api/executions/:executionId', { config: { need: 'read' } }, async (req, _reply) => {

@@ -7,7 +7,7 @@ import { principalOf, resolveMode } from '../auth.js';
 import { parseJson, type RawJsonBody } from '../body-parser.js';
 import type { ApiContext } from '../context.js';
 import { checkEnvelope } from '../ingest-envelope.js';
-import { resolvePaging } from '../paging.js';
+import { pageAnswer, resolvePaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 
@@ -31,13 +31,7 @@ export const ingestToolRoutes =
         { workspaceId: principal.workspaceId, mode, ...window },
         { page, pageSize },
       );
-      return {
-        data: result.data,
-        page,
-        pageSize,
-        hasMore: page * pageSize < result.total,
-        total: result.total,
-      };
+      return pageAnswer(result, page, pageSize);
     });
 
     // Same checks as POST /api/ingest, then the pipeline's own validation right here: nothing is published,

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { getExecution } from '../../query/executions.js';
+import { findExecution } from '../../query/executions.js';
 import { listExecutionLogPage, listLogs } from '../../query/logs.js';
 import { executionIdParamsSchema } from '../../schemas/api.js';
 import { executionLogsQuerySchema, logListQuerySchema } from '../../schemas/api-logs.js';
 import { notFound } from '../../schemas/errors.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
-import { resolvePaging } from '../paging.js';
+import { pageAnswer, resolvePaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
 
@@ -39,13 +39,7 @@ export const logRoutes =
         },
         { page, pageSize, sort: q.sort },
       );
-      return {
-        data: result.data,
-        page,
-        pageSize,
-        hasMore: page * pageSize < result.total,
-        total: result.total,
-      };
+      return pageAnswer(result, page, pageSize);
     });
 
     app.get('/api/executions/:executionId/logs', { config: { need: 'read' } }, async (req, _reply) => {
@@ -56,8 +50,8 @@ export const logRoutes =
       const { executionId } = parseInput(executionIdParamsSchema, req.params, 'path');
       const { page, pageSize } = resolvePaging(q, config);
       const scope = { workspaceId: principal.workspaceId, mode };
-      // The detail lookup defines "exists" exactly as GET /api/executions/{id} does, and gives the window.
-      const execution = await getExecution(deps.engine, config.dataDir, scope, executionId);
+      // The same lookup as GET /api/executions/{id} defines "exists", and gives the time window.
+      const execution = await findExecution(deps.engine, config.dataDir, scope, executionId);
       if (!execution) throw notFound(`no execution ${executionId} in this workspace and mode`);
       const result = await listExecutionLogPage(
         deps.engine,
@@ -66,12 +60,6 @@ export const logRoutes =
         { executionId, startedAt: Date.parse(execution.startedAt), durationMs: execution.durationMs },
         { page, pageSize },
       );
-      return {
-        data: result.data,
-        page,
-        pageSize,
-        hasMore: page * pageSize < result.total,
-        total: result.total,
-      };
+      return pageAnswer(result, page, pageSize);
     });
   };

@@ -186,6 +186,12 @@ describe('every error code of the contract, through HTTP', () => {
       await call(s, 'GET', '/api/executions?mode=live', { token: owner.testKey }),
       'FORBIDDEN',
     );
+    // FORBIDDEN outranks VALIDATION_ERROR; UNAUTHORIZED outranks both.
+    await expectCode(
+      await call(s, 'GET', '/api/executions?mode=live&pageSize=0', { token: owner.testKey }),
+      'FORBIDDEN',
+    );
+    await expectCode(await call(s, 'GET', '/api/executions?mode=live&pageSize=0'), 'UNAUTHORIZED');
     await expectCode(await call(s, 'GET', '/api/executions/nope', { token: owner.testKey }), 'NOT_FOUND');
     await expectCode(
       await call(s, 'POST', '/api/auth/signup', { body: { email: owner.email, password: 'long enough pw' } }),

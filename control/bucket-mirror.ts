@@ -16,6 +16,8 @@ export class BucketMirror<T> {
   readonly #schema: z.ZodType<T>;
   readonly #log: MirrorLog;
   readonly #map = new Map<string, T>();
+  /** The revision each key was last set at: an older event never overwrites a newer value. */
+  readonly #revisions = new Map<string, number>();
   #stop: (() => void) | null = null;
   readonly #listeners = new Set<(key: string, value: T | null) => void>();
 
@@ -39,11 +41,13 @@ export class BucketMirror<T> {
     if (pending === 0) resolveReady();
     (async () => {
       for await (const e of iter) {
-        if (e.operation === 'PUT') {
-          const parsed = this.#schema.safeParse(e.json());
-          if (parsed.success) this.#set(e.key, parsed.data);
-          else this.#log.warn({ bucket: e.bucket, key: e.key }, 'unreadable record skipped');
-        } else this.#set(e.key, null);
+        if ((this.#revisions.get(e.key) ?? 0) < e.revision) {
+          if (e.operation === 'PUT') {
+            const parsed = this.#schema.safeParse(e.json());
+            if (parsed.success) this.#set(e.key, parsed.data, e.revision);
+            else this.#log.warn({ bucket: e.bucket, key: e.key }, 'unreadable record skipped');
+          } else this.#set(e.key, null, e.revision);
+        }
         if (pending > 0 && --pending === 0) resolveReady();
         if (e.delta === 0) resolveReady();
       }
@@ -52,10 +56,19 @@ export class BucketMirror<T> {
     await Promise.race([ready, new Promise((r) => setTimeout(r, 5000))]);
   }
 
-  #set(key: string, value: T | null): void {
+  #set(key: string, value: T | null, revision: number): void {
+    this.#revisions.set(key, revision);
     if (value === null) this.#map.delete(key);
     else this.#map.set(key, value);
     for (const l of this.#listeners) l(key, value);
+  }
+
+  /**
+   * Read-your-writes: this process's own write is in its copy at once, not a watch round trip later. A
+   * deletion is final (the buckets never reuse a deleted key), so no late event can bring the key back.
+   */
+  remember(key: string, value: T | null, revision = Number.MAX_SAFE_INTEGER): void {
+    if ((this.#revisions.get(key) ?? 0) < revision) this.#set(key, value, revision);
   }
 
   /** Called on every change after start (value null: deleted). */

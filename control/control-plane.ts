@@ -136,7 +136,8 @@ export class ControlPlane {
       createdAt: new Date(now).toISOString(),
       expiresAt: new Date(now + SESSION_TTL_MS).toISOString(),
     };
-    await this.store.sessions.create(sha256Hex(token), JSON.stringify(record));
+    const revision = await this.store.sessions.create(sha256Hex(token), JSON.stringify(record));
+    this.#sessions.remember(sha256Hex(token), record, revision);
     return { token, expiresAt: record.expiresAt };
   }
 
@@ -165,7 +166,8 @@ export class ControlPlane {
     } catch {
       throw new ServiceError('CONFLICT', 'this e-mail is already registered');
     }
-    await this.store.users.put(userKey(user.workspaceId, user.id), JSON.stringify(user));
+    const revision = await this.store.users.put(userKey(user.workspaceId, user.id), JSON.stringify(user));
+    this.#users.remember(userKey(user.workspaceId, user.id), user, revision);
     return user;
   }
 
@@ -207,6 +209,7 @@ export class ControlPlane {
 
   async logout(tokenHash: string): Promise<void> {
     await this.store.sessions.delete(tokenHash);
+    this.#sessions.remember(tokenHash, null);
   }
 
   async getWorkspace(id: string): Promise<WorkspaceRecord | null> {
@@ -235,9 +238,13 @@ export class ControlPlane {
     if (!user) throw new ServiceError('NOT_FOUND', `no member ${userId} in this workspace`);
     if (user.role === 'owner') throw new ServiceError('FORBIDDEN', 'the owner cannot be removed');
     await this.store.users.delete(userKey(workspaceId, userId));
+    this.#users.remember(userKey(workspaceId, userId), null);
     await this.store.userEmails.delete(emailKey(user.email));
     for (const [hash, s] of this.#sessions.withPrefix('')) {
-      if (s.userId === userId) await this.store.sessions.delete(hash);
+      if (s.userId === userId) {
+        await this.store.sessions.delete(hash);
+        this.#sessions.remember(hash, null);
+      }
     }
     return user;
   }
@@ -278,7 +285,8 @@ export class ControlPlane {
     const record = apiKeyRecordSchema.parse(entry.json());
     if (record.revokedAt) return;
     record.revokedAt = new Date().toISOString();
-    await this.store.apiKeys.update(index.hash, JSON.stringify(record), entry.revision);
+    const revision = await this.store.apiKeys.update(index.hash, JSON.stringify(record), entry.revision);
+    this.#keys.remember(index.hash, record, revision);
   }
 
   async flushKeyUsage(): Promise<void> {
@@ -327,9 +335,11 @@ export class ControlPlane {
           : defaultSettings(this.#retentionDefault);
       const next = settingsSchema.parse({ ...current, ...patch });
       try {
-        if (entry?.operation === 'PUT')
-          await this.store.settings.update(workspaceId, JSON.stringify(next), entry.revision);
-        else await this.store.settings.create(workspaceId, JSON.stringify(next));
+        const revision =
+          entry?.operation === 'PUT'
+            ? await this.store.settings.update(workspaceId, JSON.stringify(next), entry.revision)
+            : await this.store.settings.create(workspaceId, JSON.stringify(next));
+        this.#settings.remember(workspaceId, next, revision);
         return next;
       } catch {
         // Someone else wrote in between: read again and re-apply.

@@ -21,6 +21,8 @@ export interface ParseTask {
   seq: number;
   /** The workspace's outcomeRules as JSON text, when it has any (step 1 of the classification). */
   outcomeRules?: string;
+  /** The workspace's indexed context keys: each gets typed columns of its own. */
+  indexedKeys?: string[];
 }
 
 export interface ParseResult {
@@ -64,7 +66,7 @@ export default function parse(task: ParseTask): ParseResult {
       ],
     };
   }
-  const chunks = toChunks(out, meta).finish();
+  const chunks = toChunks(out, meta, task.indexedKeys).finish();
   const result: ParseResult = {
     chunks,
     counts: {

@@ -244,6 +244,7 @@ export class Pipeline {
         receivedAt: meta.data.receivedAt,
         seq: m.seq,
         outcomeRules: this.#rulesJson(meta.data.workspaceId),
+        indexedKeys: this.#o.control.settingsOf(meta.data.workspaceId).indexedContextKeys,
       },
       { transferList: [body.buffer as ArrayBuffer] },
     );

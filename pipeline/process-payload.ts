@@ -205,6 +205,7 @@ function toExecutionRecord(
     exceptionType: exception?.type ?? null,
     exceptionMessage: exception?.message ?? null,
     context: toJson(item.context),
+    contextTree: item.context ?? null,
     request: toJson(item.request),
     response: toJson(item.response),
     exception: toJson(exception),

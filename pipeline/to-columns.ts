@@ -1,5 +1,6 @@
 import type { ExecutionRecord, ItemRejection, LogRecord, MetricRecord } from '../schemas/records.js';
 import { type CellValue, ChunkSet } from '../storage/columns.js';
+import { contextCells, contextColumnDefs } from '../storage/context-columns.js';
 
 /**
  * Normalized records → cells in each dataset's column order (storage/datasets.ts). Keep the two in step: a
@@ -90,6 +91,7 @@ export function rejectionCells(r: ItemRejection, m: MessageMeta): CellValue[] {
   return [m.receivedAt, m.requestId, r.kind, r.index, r.code, JSON.stringify(r.details), m.seq];
 }
 
+/** `indexedKeys`: the workspace's indexed context keys, each stored in typed columns of its own. */
 export function toChunks(
   out: {
     executions: ExecutionRecord[];
@@ -98,9 +100,14 @@ export function toChunks(
     rejections: ItemRejection[];
   },
   m: MessageMeta,
+  indexedKeys: readonly string[] = [],
 ): ChunkSet {
-  const set = new ChunkSet();
-  for (const r of out.executions) set.add('executions', r.startedAt, executionCells(r, m));
+  const set = new ChunkSet({ executions: contextColumnDefs(indexedKeys) });
+  for (const r of out.executions) {
+    const cells = executionCells(r, m);
+    if (indexedKeys.length > 0) cells.push(...contextCells(r.contextTree, indexedKeys));
+    set.add('executions', r.startedAt, cells);
+  }
   for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
   for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));
   for (const r of out.rejections) set.add('rejections', m.receivedAt, rejectionCells(r, m));

@@ -1,4 +1,5 @@
 import type { ErrorDetail } from '../schemas/records.js';
+import { contextColumn, MAX_INDEXED_STRING } from '../storage/context-columns.js';
 
 /**
  * Context filters (CONTRACT §6.3): `context.<dotted.path>=<value>`, repeated for OR, matched by type. The value
@@ -15,8 +16,6 @@ export interface ContextFilter {
 
 export const CONTEXT_PATH = /^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$/;
 const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
-/** An indexed string value longer than this is not indexed, so it never matches (CONTRACT §4). */
-export const MAX_INDEXED_STRING = 256;
 
 export function parseContextValue(raw: string): ContextValue {
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"'))
@@ -47,31 +46,36 @@ export function contextFiltersFromQuery(query: Record<string, unknown>): {
   return { filters, errors };
 }
 
+/** A column in the files being read, or NULL when none of them has it (a key indexed after they were written). */
+export type ColumnRef = (name: string) => string;
+
+export const columnRef =
+  (available?: ReadonlySet<string>): ColumnRef =>
+  (name) =>
+    !available || available.has(name) ? `"${name}"` : 'NULL';
+
 /**
- * SQL for the filters over the JSON `context` column, ANDed across keys and ORed across values, each value
- * matching only its own JSON type. JSON paths and values are bound parameters.
+ * SQL for the filters over the typed indexed-context columns (storage/context-columns.ts): ANDed across keys,
+ * ORed across values, each value compared only with the column of its own type. Values are bound parameters;
+ * column names come from validated, indexed paths.
  */
 export function contextFilterSql(
   filters: ContextFilter[],
   params: Record<string, string | number | boolean | null | string[]>,
+  col: ColumnRef = columnRef(),
 ): string[] {
   return filters.map((f, k) => {
-    const p = `ctxPath${k}`;
-    params[p] = `$.${f.path}`;
     const alternatives = f.values.map((v, i) => {
       const name = `ctx${k}v${i}`;
-      if (typeof v === 'boolean') {
-        params[name] = String(v);
-        return `(json_type(context, $${p}) = 'BOOLEAN' AND json_extract_string(context, $${p}) = $${name})`;
-      }
-      if (typeof v === 'number') {
-        params[name] = v;
-        return `(json_type(context, $${p}) IN ('BIGINT', 'UBIGINT', 'DOUBLE') AND json_extract(context, $${p})::DOUBLE = $${name})`;
-      }
-      if (v.length > MAX_INDEXED_STRING) return 'false';
+      if (typeof v === 'string' && v.length > MAX_INDEXED_STRING) return 'false';
       params[name] = v;
-      return `(json_type(context, $${p}) = 'VARCHAR' AND json_extract_string(context, $${p}) = $${name})`;
+      const kind = typeof v === 'boolean' ? 'b' : typeof v === 'number' ? 'n' : 's';
+      return `${col(contextColumn(f.path, kind))} = $${name}`;
     });
     return `(${alternatives.join(' OR ')})`;
   });
 }
+
+/** The row's value for a filtered key, whichever type it has: the matched context. */
+export const matchedValueSql = (path: string, col: ColumnRef) =>
+  `coalesce(to_json(${col(contextColumn(path, 's'))}), to_json(${col(contextColumn(path, 'n'))}), to_json(${col(contextColumn(path, 'b'))}))::VARCHAR`;

@@ -3,7 +3,13 @@ import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type Constraint, constraintSql } from './constraints.js';
-import { type ContextFilter, contextFilterSql } from './context-filter.js';
+import {
+  type ColumnRef,
+  type ContextFilter,
+  columnRef,
+  contextFilterSql,
+  matchedValueSql,
+} from './context-filter.js';
 import { type LogItem, listExecutionLogPage } from './logs.js';
 
 /**
@@ -50,19 +56,25 @@ export interface BuiltQuery {
 }
 
 /** The WHERE clause of a list query; `files` is bound by the caller. */
-export function buildExecutionWhere(f: ExecutionFilter): BuiltQuery {
+export function buildExecutionWhere(f: ExecutionFilter, col: ColumnRef = columnRef()): BuiltQuery {
   const where = ['started_at >= epoch_ms($from::BIGINT)', 'started_at < epoch_ms($to::BIGINT)'];
   const params: Record<string, SqlParam> = { from: f.from, to: f.to };
   where.push(...constraintSql(f.constraints, params));
-  if (f.context && f.context.length > 0) where.push(...contextFilterSql(f.context, params));
+  if (f.context && f.context.length > 0) where.push(...contextFilterSql(f.context, params, col));
   return { sql: where.join('\n  AND '), params };
 }
 
-export function buildListQuery(f: ExecutionFilter, p: Page): { list: BuiltQuery; count: BuiltQuery } {
-  const where = buildExecutionWhere(f);
+/** `available`: the columns the files have (absent: all of them), so a key indexed later reads as NULL. */
+export function buildListQuery(
+  f: ExecutionFilter,
+  p: Page,
+  available?: ReadonlySet<string>,
+): { list: BuiltQuery; count: BuiltQuery } {
+  const col = columnRef(available);
+  const where = buildExecutionWhere(f, col);
   const matched =
     p.includeMatchedContext && f.context?.length
-      ? `, ${f.context.map((_, k) => `json_extract(context, $ctxPath${k})::VARCHAR AS matched_${k}`).join(', ')}`
+      ? `, ${f.context.map((c, k) => `${matchedValueSql(c.path, col)} AS matched_${k}`).join(', ')}`
       : '';
   const list = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
   const count = `SELECT count(*)::DOUBLE AS total\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
@@ -136,7 +148,9 @@ export async function listExecutions(
 ): Promise<ExecutionPage> {
   const paths = await files(dataDir, 'executions', f, f.from, f.to);
   if (paths.length === 0) return { data: [], total: 0 };
-  const q = buildListQuery(f, p);
+  // Only a context search needs to know which indexed columns the files have.
+  const available = f.context?.length ? await engine.columnsOf(paths) : undefined;
+  const q = buildListQuery(f, p, available);
   const [rows, count] = await Promise.all([
     engine.all(q.list.sql, { ...q.list.params, files: paths }),
     engine.all(q.count.sql, { ...q.count.params, files: paths }),

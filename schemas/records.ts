@@ -40,6 +40,8 @@ export interface ExecutionRecord {
   exceptionMessage: string | null;
   /** JSON text of the scrubbed values, or null when absent. */
   context: string | null;
+  /** The same scrubbed context as an object, for the indexed-context columns; not stored as such. */
+  contextTree?: unknown;
   request: string | null;
   response: string | null;
   exception: string | null;

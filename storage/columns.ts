@@ -17,7 +17,10 @@ export interface ColumnChunk {
   /** Start of the UTC hour the rows fall in (epoch ms): the partition. */
   hour: number;
   rows: number;
+  /** The dataset's columns, then `extra`'s, in that order. */
   columns: ColumnData[];
+  /** Columns beyond the dataset's fixed ones (indexed context), which differ from workspace to workspace. */
+  extra: ColumnDef[];
 }
 
 export type CellValue = string | number | boolean | null;
@@ -83,14 +86,24 @@ function buildColumn(type: ColumnType, values: CellValue[], nullable: boolean): 
 /** Groups rows by (dataset, hour) and turns each group into a ColumnChunk. */
 export class ChunkSet {
   readonly #parts = new Map<string, { dataset: DatasetName; hour: number; builder: PartitionBuilder }>();
+  readonly #extra: Partial<Record<DatasetName, ColumnDef[]>>;
 
-  /** `cells` in the dataset's column order; `at` (epoch ms) picks the partition. */
+  /** `extra`: per dataset, columns every row of it gets after the fixed ones (cells in that order). */
+  constructor(extra: Partial<Record<DatasetName, ColumnDef[]>> = {}) {
+    this.#extra = extra;
+  }
+
+  /** `cells` in the dataset's column order (then its extra columns); `at` (epoch ms) picks the partition. */
   add(dataset: DatasetName, at: number, cells: CellValue[]): void {
     const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
     const key = `${dataset}/${hour}`;
     let part = this.#parts.get(key);
     if (!part) {
-      part = { dataset, hour, builder: new PartitionBuilder(DATASETS[dataset]) };
+      part = {
+        dataset,
+        hour,
+        builder: new PartitionBuilder([...DATASETS[dataset], ...(this.#extra[dataset] ?? [])]),
+      };
       this.#parts.set(key, part);
     }
     const b = part.builder;
@@ -102,7 +115,7 @@ export class ChunkSet {
     const out: ColumnChunk[] = [];
     for (const { dataset, hour, builder } of this.#parts.values()) {
       const columns = builder.defs.map((def, c) => buildColumn(def.type, builder.cells[c]!, def.nullable));
-      out.push({ dataset, hour, rows: builder.rows, columns });
+      out.push({ dataset, hour, rows: builder.rows, columns, extra: this.#extra[dataset] ?? [] });
     }
     return out;
   }

@@ -89,6 +89,23 @@ export class QueryEngine {
     }
   }
 
+  /** Files are immutable once visible, so each one's column names are read once (from its footer). */
+  readonly #columns = new Map<string, string[]>();
+
+  /** The union of the files' column names. */
+  async columnsOf(files: string[]): Promise<Set<string>> {
+    const unknown = files.filter((f) => !this.#columns.has(f));
+    if (unknown.length > 0) {
+      const rows = await this.all('SELECT file_name, name FROM parquet_schema($files)', { files: unknown });
+      if (this.#columns.size > 200_000) this.#columns.clear();
+      for (const f of unknown) this.#columns.set(f, []);
+      for (const r of rows) this.#columns.get(r.file_name as string)?.push(r.name as string);
+    }
+    const out = new Set<string>();
+    for (const f of files) for (const c of this.#columns.get(f) ?? []) out.add(c);
+    return out;
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

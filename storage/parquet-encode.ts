@@ -136,18 +136,34 @@ function concatColumn(def: ColumnDef, parts: ColumnData[], total: number): Data 
   return makeData({ ...base, type: type as Int64, data: all });
 }
 
-/** Encodes the chunks of one partition (all of one dataset) as one Parquet file's bytes. */
+/** An all-null column of `rows` rows, for a chunk that lacks an extra column others in the file have. */
+function nullColumn(def: ColumnDef, rows: number): ColumnData {
+  const valid = new Uint8Array(rows);
+  if (def.type === 'utf8')
+    return { t: 'utf8', offsets: new Int32Array(rows + 1), data: new Uint8Array(0), valid };
+  if (def.type === 'i32') return { t: 'i32', values: new Int32Array(rows), valid };
+  if (def.type === 'bool') return { t: 'bool', values: new Uint8Array(rows), valid };
+  return { t: def.type, values: new Float64Array(rows), valid };
+}
+
+/**
+ * Encodes the chunks of one partition (all of one dataset) as one Parquet file's bytes. The file has the
+ * dataset's columns and every extra column any chunk has (by name), null where a chunk lacks it.
+ */
 export function encodeParquet(dataset: DatasetName, chunks: ColumnChunk[], codec: Codec): Uint8Array {
-  const defs = DATASETS[dataset];
+  const fixed = DATASETS[dataset];
+  const extra = new Map<string, ColumnDef>();
+  for (const c of chunks) for (const d of c.extra) if (!extra.has(d.name)) extra.set(d.name, d);
+  const defs = [...fixed, ...extra.values()];
   const total = chunks.reduce((s, c) => s + c.rows, 0);
   const fields = defs.map((d) => new Field(d.name, arrowType(d), d.nullable));
-  const children = defs.map((d, i) =>
-    concatColumn(
-      d,
-      chunks.map((c) => c.columns[i]!),
-      total,
-    ),
-  );
+  const partsOf = (d: ColumnDef, i: number) =>
+    chunks.map((c) => {
+      if (i < fixed.length) return c.columns[i]!;
+      const at = c.extra.findIndex((e) => e.name === d.name);
+      return at === -1 ? nullColumn(d, c.rows) : c.columns[fixed.length + at]!;
+    });
+  const children = defs.map((d, i) => concatColumn(d, partsOf(d, i), total));
   const schema = new Schema(fields);
   const struct = makeData({ type: new Struct(fields), length: total, nullCount: 0, children });
   const table = new Table([new RecordBatch(schema, struct)]);

@@ -224,3 +224,30 @@ describe('retention', () => {
     expect(await total(window)).toBe(1);
   });
 });
+
+describe('indexing', () => {
+  it('makes a key searchable for executions ingested after it was added', async () => {
+    const before = execution({ service: 'late', context: { late: { key: 'v' }, long: 'x'.repeat(300) } });
+    await ingest(stack.service, owner.testKey, { executions: [before] });
+    await eventually(
+      () => total('?serviceName=late'),
+      (n) => n === 1,
+    );
+    const current = (
+      await call(stack.service, 'GET', '/api/workspace/settings', { token: owner.session })
+    ).json();
+    await patch({ indexedContextKeys: [...current.indexedContextKeys, 'late.key', 'long'] });
+    // No file has the new key's columns yet: the search is valid and matches nothing.
+    expect(await total('?serviceName=late&context.late.key=v')).toBe(0);
+    const after = execution({ service: 'late', context: { late: { key: 'v' }, long: 'x'.repeat(300) } });
+    await ingest(stack.service, owner.testKey, { executions: [after] });
+    await eventually(
+      () => total('?serviceName=late'),
+      (n) => n === 2,
+    );
+    const res = await list('?serviceName=late&context.late.key=v');
+    expect(res.json().data.map((e: { executionId: string }) => e.executionId)).toEqual([after.executionId]);
+    // A string over 256 characters is not indexed, so it never matches.
+    expect(await total(`?serviceName=late&context.long=${'x'.repeat(300)}`)).toBe(0);
+  });
+});

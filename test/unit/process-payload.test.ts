@@ -78,6 +78,7 @@ describe('processPayload: a valid execution', () => {
       exceptionType: null,
       exceptionMessage: null,
       context: JSON.stringify({ tenant: { plan: 'pro' }, beta: true }),
+      contextTree: { tenant: { plan: 'pro' }, beta: true },
       request: JSON.stringify({
         route: '/pay/:id',
         headers: { accept: 'application/json' },

@@ -1,0 +1,48 @@
+import type { CellValue } from './columns.js';
+import type { ColumnDef } from './datasets.js';
+
+/**
+ * Indexed context keys (CONTRACT §6.3) are stored as typed columns of their own beside the context JSON:
+ * `ctx_s:<path>`, `ctx_n:<path>`, `ctx_b:<path>` for a string, number or boolean value, so a context filter is a
+ * plain column comparison (several times faster than extracting from JSON) and matches by type. Files written
+ * before a key was indexed lack its columns: the key is searchable for executions ingested after it was added.
+ */
+
+export type ContextKind = 's' | 'n' | 'b';
+
+/** An indexed string longer than this is not indexed (CONTRACT §4). */
+export const MAX_INDEXED_STRING = 256;
+
+/** Paths are validated dotted paths ([A-Za-z0-9_.-]), so the name is safe inside a quoted SQL identifier. */
+export const contextColumn = (path: string, kind: ContextKind) => `ctx_${kind}:${path}`;
+
+export function contextColumnDefs(paths: readonly string[]): ColumnDef[] {
+  return paths.flatMap((p) => [
+    { name: contextColumn(p, 's'), type: 'utf8' as const, nullable: true },
+    { name: contextColumn(p, 'n'), type: 'f64' as const, nullable: true },
+    { name: contextColumn(p, 'b'), type: 'bool' as const, nullable: true },
+  ]);
+}
+
+function leaf(tree: unknown, path: string): unknown {
+  let node = tree;
+  for (const part of path.split('.')) {
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) return undefined;
+    node = (node as Record<string, unknown>)[part];
+  }
+  return node;
+}
+
+/** The cells of `contextColumnDefs(paths)` for one execution's (scrubbed) context. */
+export function contextCells(tree: unknown, paths: readonly string[]): CellValue[] {
+  const out: CellValue[] = [];
+  for (const p of paths) {
+    const v = leaf(tree, p);
+    out.push(
+      typeof v === 'string' && v.length <= MAX_INDEXED_STRING ? v : null,
+      typeof v === 'number' && Number.isFinite(v) ? v : null,
+      typeof v === 'boolean' ? v : null,
+    );
+  }
+  return out;
+}

@@ -121,7 +121,7 @@ export class Pipeline {
     this.#retentionTimer.unref();
     if (config.COMPACTION_INTERVAL_MS > 0) {
       // Its own single-threaded DuckDB: merging files must not take the query engine's threads.
-      this.#compactionEngine = await QueryEngine.open(config.dataDir, 1);
+      this.#compactionEngine = await QueryEngine.open(config.dataDir, 1, config.COMPACTION_MEMORY_MB);
       this.#compactionTimer = setInterval(() => void this.compact(), config.COMPACTION_INTERVAL_MS);
       this.#compactionTimer.unref();
     }

@@ -44,6 +44,8 @@ export const configSchema = z.object({
   COMPACTION_MIN_FILES: int(16, 2),
   /** Replaced files are deleted this long after a compaction (queries in flight may still read them). */
   COMPACTION_GRACE_MS: int(300_000, 0),
+  /** Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows). */
+  COMPACTION_MEMORY_MB: int(1024, 128),
   /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */
   STREAM_MAX_AGE_HOURS: int(0, 0),
   STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),

@@ -39,7 +39,7 @@ export class QueryEngine {
     this.#idle.push(...connections);
   }
 
-  static async open(dataDir: string, threads?: number): Promise<QueryEngine> {
+  static async open(dataDir: string, threads?: number, memoryLimitMb?: number): Promise<QueryEngine> {
     const extensionDir = path.join(dataDir, 'duckdb', 'extensions');
     const tempDir = path.join(dataDir, 'duckdb', 'tmp');
     await fs.mkdir(extensionDir, { recursive: true });
@@ -51,6 +51,8 @@ export class QueryEngine {
       enable_object_cache: 'true',
     };
     if (threads) options.threads = String(threads);
+    // Beyond it, sorts and merges spill to temp_directory instead of growing the process.
+    if (memoryLimitMb) options.memory_limit = `${memoryLimitMb}MB`;
     const instance = await DuckDBInstance.create(':memory:', options);
     const connections = await Promise.all(Array.from({ length: POOL_SIZE }, () => instance.connect()));
     return new QueryEngine(instance, connections);

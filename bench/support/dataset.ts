@@ -1,0 +1,603 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { type MessageMeta, toChunks } from '../../pipeline/to-columns.js';
+import type { ExecutionRecord, Mode } from '../../schemas/records.js';
+import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
+import { CommitJournal } from '../../storage/commit-journal.js';
+import { runCompaction } from '../../storage/compaction.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { PARQUET_SUFFIX } from '../../storage/layout.js';
+import type { Codec } from '../../storage/parquet-encode.js';
+import { rng } from '../traffic.js';
+
+/**
+ * A realistic executions dataset for the query benchmark, written through the service's own write path
+ * (ExecutionRecord → toChunks → BatchWriter + CommitJournal) and then compacted as the service would, so the
+ * files queried are the layout the service converges to: one zstd file per hour, sorted by service and time.
+ *
+ * Seeded: the same parameters give the same rows (only the time window moves with the day it was generated),
+ * so runs on different days still compare. A marker file in the data directory records the parameters; a
+ * later run with the same parameters queries the files already there.
+ */
+
+/** Bump whenever the generator writes different rows or columns for the same parameters: old caches must not match. */
+const DATASET_VERSION = 2;
+const MARKER = 'bench-query-dataset.json';
+const HOUR_MS = 3_600_000;
+/** The service's default codec (PARQUET_COMPRESSION). */
+const CODEC: Codec = 'zstd';
+/** Executions per simulated SDK request: one `toChunks` call, one journal sequence. */
+const REQUEST_ROWS = 500;
+/** Execution ids kept for the detail queries, spread evenly over the dataset. */
+const SAMPLE_IDS = 256;
+
+export const BENCH_WORKSPACE = 'ws_benchquery';
+export const BENCH_MODE: Mode = 'test';
+/**
+ * The benchmark workspace's `indexedContextKeys`: every context key the generator writes, so each gets its typed
+ * columns at ingest (storage/context-columns.ts), as in a workspace that searches by all of them.
+ */
+export const INDEXED_CONTEXT_KEYS = ['customer.id', 'customer.tier', 'region', 'version', 'flags.beta'];
+
+export interface DatasetParams {
+  executions: number;
+  hours: number;
+  seed: number;
+}
+
+export interface GenerationStats {
+  seconds: number;
+  rowsPerSec: number;
+  /** Time spent building records and chunks on the main thread (the encoder runs meanwhile). */
+  buildSeconds: number;
+  /** Time the main thread waited for the writer: when large, encoding (one thread, as in the service) bounds. */
+  writeWaitSeconds: number;
+  writes: number;
+  batchRows: number;
+  filesWritten: number;
+  bytesWritten: number;
+  compaction: { seconds: number; partitions: number; filesIn: number; deleted: number };
+  /** After compaction: what the queries read. */
+  files: number;
+  parquetBytes: number;
+}
+
+export interface DatasetMarker {
+  version: number;
+  params: DatasetParams;
+  /** False while generating: a marker left incomplete means the directory holds a broken dataset of ours. */
+  complete: boolean;
+  workspaceId: string;
+  mode: Mode;
+  indexedContextKeys: string[];
+  /** Every startedAt is in [fromMs, toMs). */
+  fromMs: number;
+  toMs: number;
+  /** Busiest first. */
+  services: { name: string; executions: number }[];
+  sampleIds: string[];
+  generatedAt: string;
+  generation: GenerationStats | null;
+}
+
+const SERVICES = [
+  'checkout-api',
+  'orders',
+  'payments',
+  'search',
+  'catalog',
+  'auth',
+  'users',
+  'inventory',
+  'shipping',
+  'notifications',
+  'recommendations',
+  'reviews',
+  'cart',
+  'pricing',
+  'billing',
+  'gateway',
+  'media',
+  'analytics-ingest',
+  'admin',
+  'webhooks',
+];
+
+/** Two per service: 20 services × 2 resources × 5 routes = 200 endpoints. */
+const RESOURCES = [
+  'sessions',
+  'carts',
+  'orders',
+  'order-items',
+  'payments',
+  'refunds',
+  'queries',
+  'suggestions',
+  'products',
+  'variants',
+  'tokens',
+  'logins',
+  'users',
+  'profiles',
+  'stock',
+  'warehouses',
+  'shipments',
+  'labels',
+  'notifications',
+  'templates',
+  'recommendations',
+  'feeds',
+  'reviews',
+  'ratings',
+  'items',
+  'coupons',
+  'prices',
+  'rules',
+  'invoices',
+  'subscriptions',
+  'routes',
+  'health',
+  'images',
+  'videos',
+  'events',
+  'batches',
+  'reports',
+  'roles',
+  'webhooks',
+  'deliveries',
+];
+
+const ROUTES = [
+  { method: 'GET', suffix: '', withId: false },
+  { method: 'GET', suffix: '/:id', withId: true },
+  { method: 'POST', suffix: '', withId: false },
+  { method: 'PATCH', suffix: '/:id', withId: true },
+  { method: 'DELETE', suffix: '/:id', withId: true },
+] as const;
+
+const TIERS = ['free', 'pro', 'enterprise'] as const;
+const REGIONS = ['us-east-1', 'eu-west-1', 'us-west-2', 'ap-southeast-1', 'sa-east-1'] as const;
+/** Cumulative shares of REGIONS among customers. */
+const REGION_CUMULATIVE = [40, 70, 85, 95, 100];
+const CUSTOMERS = 2_000_000;
+const EXCEPTION_TYPES = ['TimeoutError', 'UpstreamError', 'DatabaseError', 'TypeError'];
+const USER_AGENTS = ['sdk-node/3.2.1', 'sdk-python/2.8.0', 'okhttp/4.12.0', 'Mozilla/5.0 (Macintosh)'];
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+interface Endpoint {
+  route: string;
+  method: string;
+  withId: boolean;
+  medianMs: number;
+  sigma: number;
+}
+
+interface ServiceModel {
+  name: string;
+  /** Cumulative traffic weight, for a skewed pick. */
+  cumulative: number;
+  failureRate: number;
+  endpoints: Endpoint[];
+  /** Cumulative weights over `endpoints`: a few routes carry most calls. */
+  endpointCumulative: number[];
+  version: string;
+  previousVersion: string;
+}
+
+/** The fixed shape of the world: services, endpoints and their latency, from the seed alone. */
+function buildWorld(seed: number): ServiceModel[] {
+  const r = rng(seed);
+  // Zipf-like traffic: the busiest service gets about a third of all executions, the smallest about 1 %.
+  const weights = SERVICES.map((_, i) => 1 / (i + 1) ** 1.1);
+  const totalWeight = weights.reduce((s, w) => s + w, 0);
+  let acc = 0;
+  return SERVICES.map((name, s) => {
+    acc += weights[s]! / totalWeight;
+    const endpoints: Endpoint[] = [];
+    for (const resource of [RESOURCES[2 * s]!, RESOURCES[2 * s + 1]!]) {
+      for (const route of ROUTES) {
+        endpoints.push({
+          route: `/v1/${resource}${route.suffix}`,
+          method: route.method,
+          withId: route.withId,
+          // Log-uniform medians, 3 ms … 400 ms; sigma sets how long the tail is.
+          medianMs: Math.exp(Math.log(3) + r() * (Math.log(400) - Math.log(3))),
+          sigma: 0.35 + r() * 0.75,
+        });
+      }
+    }
+    let eAcc = 0;
+    const eWeights = endpoints.map((_, i) => 1 / (i + 1));
+    const eTotal = eWeights.reduce((x, w) => x + w, 0);
+    const minor = Math.floor(r() * 10);
+    return {
+      name,
+      cumulative: acc,
+      // 1 … 8 %, not in traffic order: a small service can be the flaky one.
+      failureRate: 0.01 + (0.07 * ((s * 7) % 20)) / 19,
+      endpoints,
+      endpointCumulative: eWeights.map((w) => {
+        eAcc += w / eTotal;
+        return eAcc;
+      }),
+      version: `2.${minor + 1}.${Math.floor(r() * 10)}`,
+      previousVersion: `2.${minor}.${Math.floor(r() * 10)}`,
+    };
+  });
+}
+
+/** The index whose cumulative weight first exceeds x. */
+function pick(cumulative: readonly number[], x: number): number {
+  for (let i = 0; i < cumulative.length; i++) if (x < cumulative[i]!) return i;
+  return cumulative.length - 1;
+}
+
+/** A 32-bit integer hash: customer attributes are a function of the customer, not of the call. */
+function mix(k: number): number {
+  let h = Math.imul(k ^ (k >>> 16), 0x45d9f3b);
+  h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+const HEX_BYTE = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/** `chars` random hex digits; table-driven, since it runs several times per row. */
+function hex(r: () => number, chars: number): string {
+  let s = '';
+  while (s.length < chars) {
+    const v = Math.floor(r() * 0x1_0000_0000);
+    s += HEX_BYTE[v >>> 24]! + HEX_BYTE[(v >>> 16) & 255]! + HEX_BYTE[(v >>> 8) & 255]! + HEX_BYTE[v & 255]!;
+  }
+  return s.length === chars ? s : s.slice(0, chars);
+}
+
+/** A ULID (time first, then 80 random bits), the shape of the ids the service assigns itself. */
+function ulid(timeMs: number, r: () => number): string {
+  let s = '';
+  let t = timeMs;
+  for (let i = 0; i < 10; i++) {
+    const d = t % 32;
+    s = CROCKFORD[d]! + s;
+    t = (t - d) / 32;
+  }
+  for (let i = 0; i < 4; i++) {
+    let bits = Math.floor(r() * 0x100000);
+    let part = '';
+    for (let j = 0; j < 4; j++) {
+      part = CROCKFORD[bits & 31]! + part;
+      bits >>>= 5;
+    }
+    s += part;
+  }
+  return s;
+}
+
+function standardNormal(r: () => number): number {
+  return Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+}
+
+/** Generates the rows one simulated SDK request at a time, in time order, as the service would receive them. */
+class TrafficGenerator {
+  readonly #world: ServiceModel[];
+  readonly #serviceCumulative: number[];
+  readonly #r: () => number;
+  readonly #params: DatasetParams;
+  readonly #fromMs: number;
+  readonly #stepMs: number;
+  readonly #sampleEvery: number;
+  #next = 0;
+  #seq = 0;
+  readonly counts: number[];
+  readonly sampleIds: string[] = [];
+
+  constructor(params: DatasetParams, fromMs: number) {
+    this.#params = params;
+    this.#world = buildWorld(params.seed);
+    this.#serviceCumulative = this.#world.map((s) => s.cumulative);
+    this.#r = rng(params.seed + 1);
+    this.#fromMs = fromMs;
+    this.#stepMs = (params.hours * HOUR_MS) / params.executions;
+    this.#sampleEvery = Math.max(1, Math.floor(params.executions / SAMPLE_IDS));
+    this.counts = this.#world.map(() => 0);
+  }
+
+  get generated(): number {
+    return this.#next;
+  }
+
+  get done(): boolean {
+    return this.#next >= this.#params.executions;
+  }
+
+  /** One request: up to REQUEST_ROWS executions of one service (an SDK batch comes from one process). */
+  request(): { records: ExecutionRecord[]; meta: MessageMeta } {
+    const r = this.#r;
+    const s = pick(this.#serviceCumulative, r());
+    const svc = this.#world[s]!;
+    const n = Math.min(REQUEST_ROWS, this.#params.executions - this.#next);
+    const records: ExecutionRecord[] = new Array(n);
+    let newest = 0;
+    for (let i = 0; i < n; i++) {
+      const index = this.#next + i;
+      // Evenly spread over the window with jitter; every startedAt stays inside [fromMs, toMs).
+      const startedAt = Math.floor(this.#fromMs + (index + r()) * this.#stepMs);
+      const rec = this.#execution(svc, startedAt);
+      if (index % this.#sampleEvery === 0 && this.sampleIds.length < SAMPLE_IDS)
+        this.sampleIds.push(rec.executionId);
+      records[i] = rec;
+      newest = Math.max(newest, startedAt + rec.durationMs);
+    }
+    this.#next += n;
+    this.counts[s]! += n;
+    this.#seq++;
+    return {
+      records,
+      meta: {
+        requestId: `req_${hex(r, 24)}`,
+        receivedAt: Math.ceil(newest) + 200 + Math.floor(r() * 1500),
+        seq: this.#seq,
+      },
+    };
+  }
+
+  #execution(svc: ServiceModel, startedAt: number): ExecutionRecord {
+    const r = this.#r;
+    const ep = svc.endpoints[pick(svc.endpointCumulative, r())]!;
+    // Heavy customers exist: the top 0.1 % of customer ids make about 10 % of the calls.
+    const customer = Math.floor(CUSTOMERS * r() ** 3);
+    const h = mix(customer);
+    const tierRoll = h % 100;
+    const tier = TIERS[tierRoll < 70 ? 0 : tierRoll < 93 ? 1 : 2];
+    const regionRoll = (h >>> 8) % 100;
+    const region = REGIONS[pick(REGION_CUMULATIVE, regionRoll)]!;
+    const beta = (h >>> 16) % 10 === 0;
+    const version = r() < 0.8 ? svc.version : svc.previousVersion;
+    const failed = r() < svc.failureRate;
+    let durationMs = ep.medianMs * Math.exp(ep.sigma * standardNormal(r));
+    let statusCode: number;
+    let exception: { type: string; message: string; stack: string } | null = null;
+    if (failed) {
+      statusCode = [500, 502, 503, 504][Math.floor(r() * 4)]!;
+      if (statusCode === 504) durationMs = 30_000 + r() * 50;
+      if (r() < 0.4) {
+        const type = EXCEPTION_TYPES[Math.floor(r() * EXCEPTION_TYPES.length)]!;
+        exception = {
+          type,
+          message: `${type} in ${ep.method} ${ep.route} after ${Math.round(durationMs)} ms`,
+          stack: `${type}: upstream failed\n    at call (src/client.ts:42:11)\n    at handler (src/routes/${ep.route.split('/')[2]}.ts:88:5)`,
+        };
+      }
+    } else {
+      const roll = r();
+      if (ep.withId && roll < 0.04) statusCode = 404;
+      else if (ep.method !== 'GET' && roll < 0.055) statusCode = 400;
+      else if (roll > 0.995) statusCode = 401;
+      else statusCode = ep.method === 'POST' ? 201 : ep.method === 'DELETE' ? 204 : 200;
+    }
+    durationMs = Math.round(durationMs * 1000) / 1000;
+    const customerId = `cus_${customer.toString(36).padStart(4, '0')}`;
+    const context = { customer: { id: customerId, tier }, region, version, flags: { beta } };
+    const request = {
+      headers: { 'user-agent': USER_AGENTS[h % USER_AGENTS.length], 'x-request-id': hex(r, 16) },
+      ...(ep.withId ? { params: { id: `${Math.floor(r() * 1e7)}` } } : { query: { limit: '50' } }),
+    };
+    const response = {
+      headers: { 'content-type': 'application/json' },
+      bodySize: statusCode === 204 ? 0 : Math.floor(80 + r() * 4000),
+    };
+    return {
+      executionId: ulid(startedAt, r),
+      traceId: hex(r, 32),
+      spanId: hex(r, 16),
+      parentSpanId: r() < 0.3 ? hex(r, 16) : null,
+      service: svc.name,
+      environment: 'production',
+      source: 'http',
+      endpoint: ep.route,
+      method: ep.method,
+      startedAt,
+      durationMs,
+      statusCode,
+      // As the classifier decides without rules (pipeline/classify.ts): exception first, then a 5xx.
+      outcome: failed ? 'failed' : 'success',
+      outcomeReason: failed ? (exception ? 'exception' : 'status_5xx') : 'status',
+      exceptionType: exception?.type ?? null,
+      exceptionMessage: exception?.message ?? null,
+      context: JSON.stringify(context),
+      contextTree: context,
+      request: JSON.stringify(request),
+      response: JSON.stringify(response),
+      exception: exception ? JSON.stringify(exception) : null,
+      outcomeEvidence: null,
+      fingerprint: null,
+      truncated: false,
+    };
+  }
+
+  services(): { name: string; executions: number }[] {
+    return this.#world
+      .map((s, i) => ({ name: s.name, executions: this.counts[i]! }))
+      .sort((a, b) => b.executions - a.executions);
+  }
+}
+
+async function readMarker(dataDir: string): Promise<DatasetMarker | null> {
+  try {
+    return JSON.parse(await fs.readFile(path.join(dataDir, MARKER), 'utf8')) as DatasetMarker;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+async function writeMarker(dataDir: string, m: DatasetMarker): Promise<void> {
+  const target = path.join(dataDir, MARKER);
+  await fs.writeFile(`${target}.tmp`, `${JSON.stringify(m, null, 2)}\n`);
+  await fs.rename(`${target}.tmp`, target);
+}
+
+const sameParams = (a: DatasetParams, b: DatasetParams) =>
+  a.executions === b.executions && a.hours === b.hours && a.seed === b.seed;
+
+async function parquetFiles(dir: string): Promise<{ files: number; bytes: number }> {
+  let files = 0;
+  let bytes = 0;
+  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  for (const e of entries) {
+    if (!e.isFile() || !e.name.endsWith(PARQUET_SUFFIX)) continue;
+    files++;
+    bytes += (await fs.stat(path.join(e.parentPath, e.name))).size;
+  }
+  return { files, bytes };
+}
+
+export interface PrepareOptions {
+  /** Rows per BatchWriter.write (one commit). */
+  batchRows: number;
+  onProgress?: (generated: number, total: number, elapsedS: number) => void;
+}
+
+/**
+ * The dataset in `dataDir`: reused when its marker has the same parameters and is complete, generated
+ * otherwise. A directory holding anything else is refused rather than wiped.
+ */
+export async function prepareDataset(
+  dataDir: string,
+  params: DatasetParams,
+  opts: PrepareOptions,
+): Promise<{ marker: DatasetMarker; reused: boolean }> {
+  await fs.mkdir(dataDir, { recursive: true });
+  const existing = await readMarker(dataDir);
+  if (existing?.complete && existing.version === DATASET_VERSION && sameParams(existing.params, params))
+    return { marker: existing, reused: true };
+  if (existing) {
+    // Ours (the marker says so) but for other parameters, or left half-written: start over.
+    for (const name of await fs.readdir(dataDir))
+      await fs.rm(path.join(dataDir, name), { recursive: true, force: true });
+  } else if ((await fs.readdir(dataDir)).length > 0) {
+    throw new Error(`${dataDir} is not empty and holds no benchmark dataset: give a new or empty directory`);
+  }
+  const toMs = Date.now();
+  const fromMs = toMs - params.hours * HOUR_MS;
+  const marker: DatasetMarker = {
+    version: DATASET_VERSION,
+    params,
+    complete: false,
+    workspaceId: BENCH_WORKSPACE,
+    mode: BENCH_MODE,
+    indexedContextKeys: INDEXED_CONTEXT_KEYS,
+    fromMs,
+    toMs,
+    services: [],
+    sampleIds: [],
+    generatedAt: new Date(toMs).toISOString(),
+    generation: null,
+  };
+  await writeMarker(dataDir, marker);
+
+  const gen = new TrafficGenerator(params, fromMs);
+  const journal = new CommitJournal(dataDir);
+  await journal.recover();
+  const writer = new BatchWriter({ dataDir, codec: CODEC, journal, encodeThreads: 1 });
+  const started = performance.now();
+  let buildMs = 0;
+  let waitMs = 0;
+  let writes = 0;
+  let filesWritten = 0;
+  let bytesWritten = 0;
+  try {
+    // One write in flight while the next batch is built: the encoder thread and the main thread both work,
+    // and at most two batches are in memory.
+    let inFlight: ReturnType<BatchWriter['write']> | null = null;
+    while (!gen.done) {
+      const buildStart = performance.now();
+      const parts = new Map<number, PartitionBatch>();
+      const seqs: number[] = [];
+      let rows = 0;
+      while (rows < opts.batchRows && !gen.done) {
+        const { records, meta } = gen.request();
+        const chunks = toChunks(
+          { executions: records, logs: [], metrics: [], rejections: [] },
+          meta,
+          INDEXED_CONTEXT_KEYS,
+        ).finish();
+        for (const c of chunks) {
+          let part = parts.get(c.hour);
+          if (!part) {
+            part = {
+              dataset: c.dataset,
+              workspaceId: BENCH_WORKSPACE,
+              mode: BENCH_MODE,
+              hour: c.hour,
+              chunks: [],
+            };
+            parts.set(c.hour, part);
+          }
+          part.chunks.push(c);
+        }
+        seqs.push(meta.seq);
+        rows += records.length;
+      }
+      buildMs += performance.now() - buildStart;
+      if (inFlight) {
+        const waitStart = performance.now();
+        const s = await inFlight;
+        waitMs += performance.now() - waitStart;
+        filesWritten += s.files;
+        bytesWritten += s.bytes;
+        opts.onProgress?.(gen.generated - rows, params.executions, (performance.now() - started) / 1000);
+      }
+      inFlight = writer.write([...parts.values()], seqs);
+      writes++;
+    }
+    if (inFlight) {
+      const waitStart = performance.now();
+      const s = await inFlight;
+      waitMs += performance.now() - waitStart;
+      filesWritten += s.files;
+      bytesWritten += s.bytes;
+    }
+  } finally {
+    await writer.close();
+  }
+  const generationS = (performance.now() - started) / 1000;
+  opts.onProgress?.(params.executions, params.executions, generationS);
+
+  // As the service's compactor, single-threaded; `now` past the newest hour so every hour counts as ended
+  // and is merged into one sorted, deduplicated file; no grace period, as no reader is running.
+  const compactionStart = performance.now();
+  const engine = await QueryEngine.open(dataDir, 1);
+  let compaction: Awaited<ReturnType<typeof runCompaction>>;
+  try {
+    compaction = await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 0,
+      now: Math.floor((toMs - 1) / HOUR_MS) * HOUR_MS + HOUR_MS,
+    });
+  } finally {
+    engine.close();
+  }
+  const compactionS = (performance.now() - compactionStart) / 1000;
+  const after = await parquetFiles(path.join(dataDir, 'executions'));
+  const done: DatasetMarker = {
+    ...marker,
+    complete: true,
+    services: gen.services(),
+    sampleIds: gen.sampleIds,
+    generation: {
+      seconds: generationS,
+      rowsPerSec: params.executions / generationS,
+      buildSeconds: buildMs / 1000,
+      writeWaitSeconds: waitMs / 1000,
+      writes,
+      batchRows: opts.batchRows,
+      filesWritten,
+      bytesWritten,
+      compaction: { seconds: compactionS, ...compaction },
+      files: after.files,
+      parquetBytes: after.bytes,
+    },
+  };
+  await writeMarker(dataDir, done);
+  return { marker: done, reused: false };
+}

@@ -1,7 +1,10 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import type { Mode, Outcome } from '../schemas/records.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
+import { COMPACTED_PREFIX, idIndexPath } from '../storage/manifest.js';
 import { type Constraint, constraintSql } from './constraints.js';
 import {
   type ColumnRef,
@@ -195,7 +198,8 @@ async function findExecutionRow(
   executionId: string,
   columns = '',
 ): Promise<Row | null> {
-  const paths = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
+  const all = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
+  const paths = await narrowByIdIndex(engine, all, executionId);
   if (paths.length === 0) return null;
   const rows = await engine.all(
     `SELECT ${SUMMARY_COLUMNS}${columns}
@@ -206,6 +210,40 @@ async function findExecutionRow(
     { files: paths, id: executionId },
   );
   return rows[0] ?? null;
+}
+
+/** Compacted files whose id index exists (written with them; files compacted before indexes had none). */
+const indexed = new Map<string, boolean>();
+
+/**
+ * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (a read of
+ * one small row group per index, found by its statistics), every other (recent, small) file as it is.
+ */
+async function narrowByIdIndex(engine: QueryEngine, paths: string[], executionId: string): Promise<string[]> {
+  const withIndex: string[] = [];
+  const rest: string[] = [];
+  for (const p of paths) {
+    if (!path.basename(p).startsWith(COMPACTED_PREFIX)) {
+      rest.push(p);
+      continue;
+    }
+    let has = indexed.get(p);
+    if (has === undefined) {
+      has = await fs.access(idIndexPath(p)).then(
+        () => true,
+        () => false,
+      );
+      if (indexed.size > 100_000) indexed.clear();
+      indexed.set(p, has);
+    }
+    (has ? withIndex : rest).push(p);
+  }
+  if (withIndex.length === 0) return rest;
+  const hits = await engine.all(
+    'SELECT DISTINCT filename FROM read_parquet($files, filename = true) WHERE execution_id = $id',
+    { files: withIndex.map(idIndexPath), id: executionId },
+  );
+  return [...hits.map((h) => (h.filename as string).slice(0, -'.ids'.length)), ...rest];
 }
 
 /** An execution's summary, or null: the cheap existence check. */

@@ -60,6 +60,12 @@ export function visibleFiles(names: string[], m: Manifest | null): string[] {
   return parquet.filter((n) => (n.startsWith(COMPACTED_PREFIX) ? live.has(n) : !replaced.has(n)));
 }
 
+/**
+ * The sorted execution-id index written beside a compacted executions file. Not `.parquet`-suffixed, so no
+ * listing takes it for data; it lives and dies with its file.
+ */
+export const idIndexPath = (parquetPath: string) => `${parquetPath}.ids`;
+
 /** True when the manifest accounts for this file having gone (compacted away). */
 export function retired(m: Manifest | null, name: string): boolean {
   return m !== null && (m.deleted.includes(name) || m.replaced.some((r) => r.name === name));

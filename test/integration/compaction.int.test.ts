@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommitJournal } from '../../storage/commit-journal.js';
 import { listPartitionFiles } from '../../storage/layout.js';
-import { MANIFEST } from '../../storage/manifest.js';
+import { idIndexPath, MANIFEST } from '../../storage/manifest.js';
 import { execution, ingest, startStack, type TestStack } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
 
@@ -112,6 +112,12 @@ describe('compaction', () => {
     });
     // The first stored copy is the one kept.
     expect(detail.json().durationMs).toBe(ex.durationMs);
+    // The merged file has its sorted id index beside it, which the detail lookup goes through.
+    const merged = await files(hour, hour + HOUR);
+    expect(merged).toHaveLength(1);
+    await expect(fs.access(idIndexPath(merged[0]!))).resolves.toBeUndefined();
+    const missing = await call(stack.service, 'GET', '/api/executions/not-there', { token: owner.session });
+    expect(missing.statusCode).toBe(404);
   });
 
   it('the hour being written merges only its small files, and new data stays visible', async () => {

@@ -199,15 +199,20 @@ async function findExecutionRow(
   columns = '',
 ): Promise<Row | null> {
   const all = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
-  const paths = await narrowByIdIndex(engine, all, executionId);
-  if (paths.length === 0) return null;
+  const where = await locate(engine, all, executionId);
+  if (where.files.length === 0) return null;
+  const hint = where.hint ? ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)' : '';
   const rows = await engine.all(
     `SELECT ${SUMMARY_COLUMNS}${columns}
      FROM ${FROM_FILES}
-     WHERE execution_id = $id
+     WHERE execution_id = $id${hint}
      ORDER BY received_at ASC, ingest_seq ASC
      LIMIT 1`,
-    { files: paths, id: executionId },
+    {
+      files: where.files,
+      id: executionId,
+      ...(where.hint ? { service: where.hint.service, startedAt: where.hint.startedAtMs } : {}),
+    },
   );
   return rows[0] ?? null;
 }
@@ -215,11 +220,18 @@ async function findExecutionRow(
 /** Compacted files whose id index exists (written with them; files compacted before indexes had none). */
 const indexed = new Map<string, boolean>();
 
+/** Where an execution may be: files to read, and when the id index placed it, its service and start. */
+interface Located {
+  files: string[];
+  /** One indexed hit: the row-group statistics of these two columns single out its row group. */
+  hint?: { service: string; startedAtMs: number };
+}
+
 /**
- * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (a read of
- * one small row group per index, found by its statistics), every other (recent, small) file as it is.
+ * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (one small
+ * row group per index, found by its statistics), every other (recent, small) file as it is.
  */
-async function narrowByIdIndex(engine: QueryEngine, paths: string[], executionId: string): Promise<string[]> {
+async function locate(engine: QueryEngine, paths: string[], executionId: string): Promise<Located> {
   const withIndex: string[] = [];
   const rest: string[] = [];
   for (const p of paths) {
@@ -238,12 +250,17 @@ async function narrowByIdIndex(engine: QueryEngine, paths: string[], executionId
     }
     (has ? withIndex : rest).push(p);
   }
-  if (withIndex.length === 0) return rest;
+  if (withIndex.length === 0) return { files: rest };
   const hits = await engine.all(
-    'SELECT DISTINCT filename FROM read_parquet($files, filename = true) WHERE execution_id = $id',
+    `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms
+     FROM read_parquet($files, filename = true) WHERE execution_id = $id`,
     { files: withIndex.map(idIndexPath), id: executionId },
   );
-  return [...hits.map((h) => (h.filename as string).slice(0, -'.ids'.length)), ...rest];
+  const files = [...new Set(hits.map((h) => (h.filename as string).slice(0, -'.ids'.length))), ...rest];
+  const only = hits.length === 1 && rest.length === 0 ? hits[0]! : null;
+  return only
+    ? { files, hint: { service: only.service as string, startedAtMs: Number(only.started_at_ms) } }
+    : { files };
 }
 
 /** An execution's summary, or null: the cheap existence check. */

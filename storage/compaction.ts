@@ -88,11 +88,12 @@ export async function compactPartition(
     );
     const written = [outPath];
     if (dataset === 'executions') {
-      // The file's execution ids, sorted: row-group statistics then point a lookup at the one file that holds
-      // an id without scanning every file's ids (the detail view).
+      // The file's execution ids, sorted, with each one's service and start: row-group statistics then point a
+      // lookup at the file that holds an id, and the service and start at its row group (the file is sorted by
+      // them), without scanning every file's ids (the detail view).
       const idsPath = idIndexPath(outPath);
       await engine.all(
-        `COPY (SELECT execution_id FROM read_parquet($file) ORDER BY execution_id) TO ${quoteLiteral(idsPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192)`,
+        `COPY (SELECT execution_id, service, started_at FROM read_parquet($file) ORDER BY execution_id) TO ${quoteLiteral(idsPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192)`,
         { file: outPath },
       );
       written.push(idsPath);

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { freePort } from '../broker/nats-server.js';
+import { listPartitionFiles } from '../storage/layout.js';
 import {
   cleanupService,
   isAlive,
@@ -282,18 +283,17 @@ interface ParquetReport {
 }
 
 async function checkParquet(dataDir: string, idFiles: Record<Outcome, string>): Promise<ParquetReport> {
-  const files = await listParquet(path.join(dataDir, 'executions'));
+  const files = await listVisible(dataDir);
   const { DuckDBInstance } = await import('@duckdb/node-api');
   const db = await DuckDBInstance.create(':memory:');
   const c = await db.connect();
   try {
     const rows = async (sql: string) => (await c.runAndReadAll(sql)).getRowObjectsJS();
     const one = async (sql: string) => Number((await rows(sql))[0]?.n ?? Number.NaN);
-    const glob = sqlString(path.join(dataDir, 'executions', '*', '*', '*', '*', '*.parquet'));
     if (files.length > 0) {
       await c.run(
         `CREATE TABLE stored AS SELECT execution_id, filename AS file, ingest_seq
-         FROM read_parquet(${glob}, union_by_name = true, filename = true)`,
+         FROM read_parquet([${files.map(sqlString).join(', ')}], union_by_name = true, filename = true)`,
       );
     } else {
       await c.run('CREATE TABLE stored (execution_id VARCHAR, file VARCHAR, ingest_seq BIGINT)');
@@ -353,10 +353,21 @@ async function checkParquet(dataDir: string, idFiles: Record<Outcome, string>): 
   }
 }
 
-/** Committed files only (a *.parquet.tmp is not yet part of the data). */
-async function listParquet(dir: string): Promise<string[]> {
-  const entries = await fs.readdir(dir, { recursive: true }).catch(() => [] as string[]);
-  return entries.filter((e) => e.endsWith('.parquet')).map((e) => path.join(dir, e));
+/**
+ * The files a reader sees, as the service lists them: committed files, through each partition's manifest (a
+ * compaction's merged file replaces the files it merged; both exist during the grace period).
+ */
+async function listVisible(dataDir: string): Promise<string[]> {
+  const out: string[] = [];
+  const base = path.join(dataDir, 'executions');
+  for (const ws of (await fs.readdir(base).catch(() => [] as string[])).filter((d) => d.startsWith('ws='))) {
+    for (const mode of ['test', 'live']) {
+      out.push(
+        ...(await listPartitionFiles(dataDir, 'executions', ws.slice(3), mode, 0, Number.MAX_SAFE_INTEGER)),
+      );
+    }
+  }
+  return out;
 }
 
 /** Groups service log lines by message and error, so a flood of one failure reads as one line. */

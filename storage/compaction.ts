@@ -79,14 +79,16 @@ export async function compactPartition(
   if (inputs.length > 0) {
     const out = `${COMPACTED_PREFIX}${now}-${crypto.randomBytes(4).toString('hex')}.parquet`;
     const outPath = path.join(dir, out);
-    // Written under its final name: no reader sees a c- file before the manifest lists it.
+    // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
+    // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.
     // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns.
     const rowGroup = dataset === 'executions' ? 32_768 : 122_880;
+    const tmpPath = `${outPath}.tmp`;
     await engine.all(
-      `COPY (${SELECT[dataset]}) TO ${quoteLiteral(outPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
+      `COPY (${SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
       { files: inputs.map((n) => path.join(dir, n)) },
     );
-    const written = [outPath];
+    const written = [tmpPath];
     if (dataset === 'executions') {
       // The file's execution ids, sorted, with each one's service and start: row-group statistics then point a
       // lookup at the file that holds an id, and the service and start at its row group (the file is sorted by
@@ -94,7 +96,7 @@ export async function compactPartition(
       const idsPath = idIndexPath(outPath);
       await engine.all(
         `COPY (SELECT execution_id, service, started_at FROM read_parquet($file) ORDER BY execution_id) TO ${quoteLiteral(idsPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192)`,
-        { file: outPath },
+        { file: tmpPath },
       );
       written.push(idsPath);
     }
@@ -103,6 +105,7 @@ export async function compactPartition(
       await fh.sync();
       await fh.close();
     }
+    await fs.rename(tmpPath, outPath);
     await fsyncDir(dir);
     next = {
       version: manifest.version + 1,

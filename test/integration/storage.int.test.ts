@@ -172,8 +172,13 @@ describe('commit journal', () => {
     await fs.rm(path.join(data, '_journal', 'wD-0000000001.json.lost'));
 
     // The uncommitted temporary file c is an orphan once it is old enough.
+    // So is the id index of a compaction that died before its merged file was renamed in; a live one stays.
+    await fs.writeFile(path.join(data, 'executions', 'c-dead.parquet.ids'), 'x');
+    await fs.writeFile(path.join(data, 'executions', 'a.parquet.ids'), 'x');
     expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);
-    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(1);
+    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(2);
+    await expect(fs.access(path.join(data, 'executions', 'c-dead.parquet.ids'))).rejects.toThrow();
+    await expect(fs.access(path.join(data, 'executions', 'a.parquet.ids'))).resolves.toBeUndefined();
     await expect(fs.access(tmp('c'))).rejects.toThrow();
     await expect(fs.access(fin('a'))).resolves.toBeUndefined();
   });

@@ -22,6 +22,7 @@ import { BucketMirror, type MirrorLog } from './bucket-mirror.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import { generateSecret, newId, sha256Hex } from './secrets.js';
 import type { ControlStore } from './store.js';
+import { createWorkspace } from './workspaces.js';
 
 /**
  * Workspaces, users, sessions, API keys and settings over the broker's key-value buckets, shared by every
@@ -172,19 +173,20 @@ export class ControlPlane {
   }
 
   async signup(input: { email: string; password: string; name?: string; workspaceName?: string }) {
-    const workspace: WorkspaceRecord = {
-      id: newId('ws'),
-      name: input.workspaceName ?? `${input.name ?? input.email.split('@')[0]}'s workspace`,
-      createdAt: new Date().toISOString(),
-    };
+    // The e-mail is claimed first, so a taken one leaves no workspace behind.
+    const workspaceId = newId('ws');
     const user = await this.#createUser({
-      workspaceId: workspace.id,
+      workspaceId,
       email: input.email,
       password: input.password,
       name: input.name ?? null,
       role: 'owner',
     });
-    await this.store.workspaces.create(workspace.id, JSON.stringify(workspace));
+    const workspace = await createWorkspace(
+      this.store,
+      input.workspaceName ?? `${input.name ?? input.email.split('@')[0]}'s workspace`,
+      workspaceId,
+    );
     const testKey = await createApiKey(this.store, {
       workspaceId: workspace.id,
       mode: 'test',

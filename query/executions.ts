@@ -13,7 +13,7 @@ import {
   contextFilterSql,
   matchedValueSql,
 } from './context-filter.js';
-import { type LogItem, listExecutionLogPage } from './logs.js';
+import { json, type LogItem, listExecutionLogPage } from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -89,7 +89,6 @@ export function buildListQuery(
 
 const iso = (ms: unknown) => new Date(Number(ms)).toISOString();
 const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
-const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
 
 export interface ExecutionSummary {
   executionId: string;

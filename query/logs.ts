@@ -94,7 +94,8 @@ export function buildLogListQuery(f: LogFilter, p: LogPage): { list: BuiltQuery;
   };
 }
 
-const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
+/** A JSON text column back to its value (null stays null). */
+export const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
 
 function toLogItem(l: Row): LogItem {
   return {

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fsyncDir } from './fsync.js';
+import { fsyncDir, writeFileDurably } from './fsync.js';
 import { readManifest, retired } from './manifest.js';
 
 /**
@@ -149,17 +149,7 @@ export class CommitJournal {
   /** Makes the entry durable (the commit point), then renames the files into place. */
   async commit(entry: CommitEntry): Promise<void> {
     const name = `${entry.writerId}-${String(entry.commitNo).padStart(10, '0')}${ENTRY_SUFFIX}`;
-    const finalPath = path.join(this.dir, name);
-    const tmpPath = `${finalPath}.tmp`;
-    const fh = await fs.open(tmpPath, 'w');
-    try {
-      await fh.writeFile(JSON.stringify(entry));
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await fs.rename(tmpPath, finalPath);
-    await fsyncDir(this.dir);
+    await writeFileDurably(path.join(this.dir, name), JSON.stringify(entry));
     this.#known.add(name);
     for (const s of entry.seqs) this.#committed.set(s, name);
     try {

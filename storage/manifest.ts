@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fsyncDir } from './fsync.js';
+import { writeFileDurably } from './fsync.js';
 
 /**
  * A partition's manifest: which compacted files are live, and which files they replaced. It is replaced
@@ -38,17 +38,7 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
 }
 
 export async function writeManifest(dir: string, m: Manifest): Promise<void> {
-  const target = path.join(dir, MANIFEST);
-  const tmp = `${target}.tmp`;
-  const fh = await fs.open(tmp, 'w');
-  try {
-    await fh.writeFile(JSON.stringify(m));
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await fs.rename(tmp, target);
-  await fsyncDir(dir);
+  await writeFileDurably(path.join(dir, MANIFEST), JSON.stringify(m));
 }
 
 /** The visible Parquet files among `names` (a directory listing), by the rule above. */

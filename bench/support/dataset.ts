@@ -509,6 +509,14 @@ export async function prepareDataset(
     // One write in flight while the next batch is built: the encoder thread and the main thread both work,
     // and at most two batches are in memory.
     let inFlight: ReturnType<BatchWriter['write']> | null = null;
+    /** Waits for the write in flight (one overlaps the next batch's building) and counts what it wrote. */
+    const settle = async (write: ReturnType<BatchWriter['write']>) => {
+      const waitStart = performance.now();
+      const s = await write;
+      waitMs += performance.now() - waitStart;
+      filesWritten += s.files;
+      bytesWritten += s.bytes;
+    };
     while (!gen.done) {
       const buildStart = performance.now();
       const parts = new Map<number, PartitionBatch>();
@@ -540,23 +548,13 @@ export async function prepareDataset(
       }
       buildMs += performance.now() - buildStart;
       if (inFlight) {
-        const waitStart = performance.now();
-        const s = await inFlight;
-        waitMs += performance.now() - waitStart;
-        filesWritten += s.files;
-        bytesWritten += s.bytes;
+        await settle(inFlight);
         opts.onProgress?.(gen.generated - rows, params.executions, (performance.now() - started) / 1000);
       }
       inFlight = writer.write([...parts.values()], seqs);
       writes++;
     }
-    if (inFlight) {
-      const waitStart = performance.now();
-      const s = await inFlight;
-      waitMs += performance.now() - waitStart;
-      filesWritten += s.files;
-      bytesWritten += s.bytes;
-    }
+    if (inFlight) await settle(inFlight);
   } finally {
     await writer.close();
   }

@@ -7,253 +7,519 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
-import { cleanupService, ServiceProcess, serviceEntry } from './support/service-process.js';
-import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
+import { drive, Prober, type Sample, Sampler } from './support/load.js';
+import {
+  cleanupService,
+  natsServerPid,
+  ServiceProcess,
+  serviceEntry,
+  signupKey,
+} from './support/service-process.js';
+import { barChart, lineChart } from './support/svg-chart.js';
+import { type BodyTemplate, buildTemplate, decodedBytes, stampBody } from './traffic.js';
 
 /**
- * Ingest throughput, end to end: batches of executions over HTTP into the service (a child process on its
- * defaults, pointed at a nats-server this script starts), until every accepted execution is visible to queries.
- * Baselines from the same run: raw JetStream publish of the same bodies from Node, and JSON.parse of them.
+ * Ingest throughput and freshness, end to end: realistic SDK batches over HTTP (undici, keep-alive) into the
+ * service, until every accepted execution is visible to queries. By default the service is started here as a
+ * child process on its embedded defaults (its own nats-server); `--url` targets a running one instead.
  *
- *   npm run bench -- [--duration 20] [--concurrency 8] [--batch 500]
+ * Reported, as a table and as JSON in bench/results/: requests/s and executions/s accepted; executions/s
+ * stored (visible to the list API); 202 → visible p50/p99 from marked executions; pipeline lag and throughput
+ * second by second (also as an SVG chart); the service's CPU seconds and peak RSS; and the ceilings measured
+ * in the same run: raw JetStream publish of the same bodies from Node, and JSON.parse of them.
+ *
+ * `--sweep KNOB=v1,v2,…` runs once per value (a fresh service each) and prints which was best.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const resultsDir = path.resolve(here, '..', '..', 'bench', 'results');
 
+/** The knobs a sweep can turn: short name → the service's configuration variable. */
+export const KNOBS: Record<string, string> = {
+  batch: 'BATCH_MAX_ROWS',
+  flush: 'FLUSH_INTERVAL_MS',
+  workers: 'PIPELINE_WORKERS',
+  encoders: 'ENCODE_WORKERS',
+  fetch: 'CONSUMER_MAX_MESSAGES',
+  codec: 'PARQUET_COMPRESSION',
+};
+
+const USAGE = `usage: npm run bench -- ingest [options]
+  --duration S       seconds of load (30)
+  --count N          stop after N executions were sent (instead of the duration)
+  --concurrency N    HTTP connections sending at once (8)
+  --batch N          executions per request (500)
+  --rate N           open loop: offer N executions/s (default: closed loop, as fast as it goes)
+  --gzip             send gzip-compressed bodies
+  --url URL          target a running service (signs up two accounts there) instead of starting one
+  --env K=V          configuration for the started service (repeatable), e.g. --env BATCH_MAX_ROWS=50000
+  --sweep K=v1,v2    one run per value of a knob: ${Object.entries(KNOBS)
+    .map(([k, v]) => `${k} (${v})`)
+    .join(', ')}, or any variable
+  --profile DIR      run the service with --cpu-prof, profiles (one per thread) into DIR
+  --no-baselines     skip the raw JetStream publish and JSON.parse ceilings
+  --keep             keep the temporary data directory
+`;
+
 interface Options {
   duration: number;
+  count: number | undefined;
   concurrency: number;
   batch: number;
-  templates: number;
   rate: number | undefined;
+  gzip: boolean;
+  url: string | undefined;
+  env: Record<string, string>;
+  sweep: { variable: string; values: string[] } | undefined;
+  profile: string | undefined;
+  baselines: boolean;
+  keep: boolean;
 }
 
-function procStats(pid: number): Promise<{ cpuSeconds: number; peakRssMiB: number }> {
-  return Promise.all([
-    fs.readFile(`/proc/${pid}/stat`, 'utf8'),
-    fs.readFile(`/proc/${pid}/status`, 'utf8'),
-  ]).then(([stat, status]) => {
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    const hwm = /VmHWM:\s+(\d+) kB/.exec(status);
-    return { cpuSeconds: ticks / 100, peakRssMiB: hwm ? Number(hwm[1]) / 1024 : 0 };
-  });
-}
+const TEMPLATES = 16;
 
-/**
- * Runs `send` from `concurrency` loops until the deadline; counts what each call reports accepted. With
- * `requestsPerSec` the load is open-loop: request n is sent at start + n / rate (or at once when behind).
- */
-async function drive(
-  concurrency: number,
-  seconds: number,
-  send: (requestNo: number) => Promise<boolean>,
-  onTick?: (elapsedS: number, accepted: number) => void,
-  requestsPerSec?: number,
-): Promise<{ accepted: number; refused: number; seconds: number; lastAcceptAt: number }> {
-  let next = 0;
-  let accepted = 0;
-  let refused = 0;
-  let lastAcceptAt = 0;
-  const start = performance.now();
-  const deadline = start + seconds * 1000;
-  const ticker = onTick
-    ? setInterval(() => onTick((performance.now() - start) / 1000, accepted), 1000)
-    : null;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < deadline) {
-        const n = next++;
-        if (requestsPerSec) {
-          const due = start + (n * 1000) / requestsPerSec;
-          if (due >= deadline) break;
-          const wait = due - performance.now();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        }
-        if (await send(n)) {
-          accepted++;
-          lastAcceptAt = performance.now();
-        } else refused++;
-      }
-    }),
-  );
-  if (ticker) clearInterval(ticker);
-  return { accepted, refused, seconds: (performance.now() - start) / 1000, lastAcceptAt };
-}
+const fmt = (n: number | null | undefined, digits = 0) =>
+  n === null || n === undefined || Number.isNaN(n)
+    ? '–'
+    : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-async function rawPublishBaseline(natsUrl: string, templates: BodyTemplate[], o: Options) {
-  const nc = await connect({ servers: natsUrl });
-  const jsm = await jetstreamManager(nc);
-  await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['bench.raw'], max_msg_size: 8 * 1024 * 1024 });
-  const js = jetstream(nc);
-  const seconds = Math.min(10, o.duration);
-  const r = await drive(o.concurrency, seconds, async (n) => {
-    const t = templates[n % templates.length]!;
-    await js.publish('bench.raw', stampBody(t, n), { msgID: `raw-${n}` });
-    return true;
-  });
-  await jsm.streams.delete('BENCH_RAW');
-  await nc.close();
-  return { executionsPerSec: (r.accepted * o.batch) / r.seconds, seconds: r.seconds };
-}
-
-function jsonParseBaseline(templates: BodyTemplate[], o: Options) {
-  const start = performance.now();
-  let n = 0;
-  while (performance.now() - start < 2000) {
-    JSON.parse(templates[n % templates.length]!.bytes.toString('utf8'));
-    n++;
-  }
-  return { executionsPerSecPerThread: (n * o.batch) / ((performance.now() - start) / 1000) };
-}
-
-async function visibleTotal(port: number, key: string): Promise<number> {
-  const res = await fetch(`http://127.0.0.1:${port}/api/executions?pageSize=1`, {
-    headers: { 'x-api-key': key },
-  });
-  if (!res.ok) throw new Error(`list answered ${res.status}`);
-  return ((await res.json()) as { total: number }).total;
-}
-
-const fmt = (n: number, digits = 0) =>
-  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-
-export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
+function parseOptions(argv: string[]): Options {
   const { values } = parseArgs({
     args: argv,
     options: {
-      duration: { type: 'string', default: '20' },
+      duration: { type: 'string', default: '30' },
+      count: { type: 'string' },
       concurrency: { type: 'string', default: '8' },
       batch: { type: 'string', default: '500' },
-      /** Executions per second, open-loop; unset: as fast as it goes (closed loop). */
       rate: { type: 'string' },
+      gzip: { type: 'boolean', default: false },
+      url: { type: 'string' },
+      env: { type: 'string', multiple: true, default: [] },
+      sweep: { type: 'string' },
+      profile: { type: 'string' },
+      'no-baselines': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
     },
   });
-  const o: Options = {
-    duration: Number(values.duration),
-    concurrency: Number(values.concurrency),
-    batch: Number(values.batch),
-    templates: 16,
-    rate: values.rate ? Number(values.rate) : undefined,
+  if (values.help) {
+    process.stdout.write(USAGE);
+    process.exit(0);
+  }
+  const env: Record<string, string> = {};
+  for (const kv of values.env) {
+    const at = kv.indexOf('=');
+    if (at < 1) throw new Error(`--env takes KEY=VALUE, not ${kv}`);
+    env[kv.slice(0, at)] = kv.slice(at + 1);
+  }
+  let sweep: Options['sweep'];
+  if (values.sweep) {
+    const at = values.sweep.indexOf('=');
+    if (at < 1) throw new Error(`--sweep takes KNOB=v1,v2,…, not ${values.sweep}`);
+    const knob = values.sweep.slice(0, at);
+    sweep = {
+      variable: KNOBS[knob] ?? knob,
+      values: values.sweep
+        .slice(at + 1)
+        .split(',')
+        .filter(Boolean),
+    };
+  }
+  const num = (name: string, v: string | undefined) => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
+    return n;
   };
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-ingest-'));
-  const nats = await startNatsServer({ dir: path.join(dir, 'nats') });
-  const dataDir = path.join(dir, 'data');
-  let svc: ServiceProcess | null = null;
+  return {
+    duration: num('duration', values.duration)!,
+    count: num('count', values.count),
+    concurrency: num('concurrency', values.concurrency)!,
+    batch: num('batch', values.batch)!,
+    rate: num('rate', values.rate),
+    gzip: values.gzip,
+    url: values.url,
+    env,
+    sweep,
+    profile: values.profile,
+    baselines: !values['no-baselines'],
+    keep: values.keep,
+  };
+}
+
+interface Baselines {
+  rawJetStreamPublishExecPerSec: number;
+  jsonParseExecPerSecPerThread: number;
+}
+
+/** Raw JetStream publish of the same bodies, from Node, to a nats-server of its own (stopped afterwards). */
+async function rawPublishBaseline(dir: string, templates: BodyTemplate[], o: Options): Promise<number> {
+  const nats = await startNatsServer({ dir: path.join(dir, 'baseline-nats') });
   try {
-    const run = `b${Date.now().toString(36)}`;
-    const templates = Array.from({ length: o.templates }, (_, i) => buildTemplate(1000 + i, run, o.batch));
-    const bodyKiB = templates[0]!.bytes.length / 1024;
-    process.stdout.write(
-      `bodies: ${o.batch} executions, ${fmt(bodyKiB)} KiB each; concurrency ${o.concurrency}; ${o.rate ? `open loop at ${fmt(o.rate)} exec/s` : 'closed loop'}\n`,
-    );
-
-    const parse = jsonParseBaseline(templates, o);
-    const raw = await rawPublishBaseline(nats.url, templates, o);
-    process.stdout.write(
-      `baselines: raw JetStream publish ${fmt(raw.executionsPerSec)} exec/s, JSON.parse ${fmt(parse.executionsPerSecPerThread)} exec/s/thread\n`,
-    );
-
-    const port = await freePort();
-    svc = ServiceProcess.spawn({
-      mainJs: serviceEntry(import.meta.url),
-      dataDir,
-      port,
-      env: { NATS_URL: nats.url },
+    const nc = await connect({ servers: nats.url });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['bench.raw'], max_msg_size: 8 * 1024 * 1024 });
+    const js = jetstream(nc);
+    const r = await drive({
+      concurrency: o.concurrency,
+      seconds: Math.min(10, o.duration),
+      send: async (n) => {
+        const t = templates[n % templates.length]!;
+        await js.publish('bench.raw', stampBody(t, n), { msgID: `raw-${n}` });
+        return true;
+      },
     });
-    await svc.waitReady();
-    const key = await svc.signup('ingest');
-    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: o.concurrency, pipelining: 1 });
-    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-    const cpuBefore = await procStats(svc.pid);
+    await nc.close();
+    return (r.accepted * o.batch) / r.seconds;
+  } finally {
+    await nats.stop();
+  }
+}
+
+/** JSON.parse of the same bodies (gunzipped first when they are compressed, as the service must). */
+function jsonParseBaseline(templates: BodyTemplate[], o: Options): number {
+  const decoded = templates.map(decodedBytes);
+  const start = performance.now();
+  let n = 0;
+  while (performance.now() - start < 2000) {
+    JSON.parse(decoded[n % decoded.length]!.toString('utf8'));
+    n++;
+  }
+  return (n * o.batch) / ((performance.now() - start) / 1000);
+}
+
+export interface RunResult {
+  setting: Record<string, string>;
+  requests: { accepted: number; refused: number; perSec: number };
+  executions: { accepted: number; visible: number };
+  acceptedExecPerSec: number;
+  /** All accepted executions over the time from the first request until all of them were visible. */
+  storedExecPerSec: number;
+  loadSeconds: number;
+  lastAcceptToVisibleMs: number;
+  visibleLatency: ReturnType<Prober['summary']>;
+  service: {
+    cpuSeconds: number | null;
+    /** CPU microseconds per stored execution (service and its nats-server). */
+    cpuMicrosPerExecution: number | null;
+    peakRssMiB: number | null;
+    natsPeakRssMiB: number | null;
+  };
+  benchCpuSeconds: number;
+  timeline: Sample[];
+  latencyTimeline: [number, number][];
+  chart: string | null;
+  problems: string[];
+}
+
+/** One measured run against one service (started here with `env`, or the one at --url). */
+async function runOnce(
+  o: Options,
+  templates: BodyTemplate[],
+  run: string,
+  setting: Record<string, string>,
+  dir: string,
+): Promise<RunResult> {
+  const dataDir = path.join(dir, `data-${run}`);
+  let svc: ServiceProcess | null = null;
+  let url = o.url;
+  try {
+    if (!url) {
+      const port = await freePort();
+      svc = ServiceProcess.spawn({
+        mainJs: serviceEntry(import.meta.url),
+        dataDir,
+        port,
+        env: { ...o.env, ...setting },
+        nodeArgs: o.profile ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(o.profile)}`] : [],
+      });
+      await svc.waitReady();
+      url = svc.url;
+    }
+    const key = await signupKey(url, `ingest-${run}`);
+    const probeKey = await signupKey(url, `probe-${run}`);
+    const natsPid = svc ? await natsServerPid(dataDir) : null;
+    const pids = () => (svc ? [svc.pid, ...(natsPid ? [natsPid] : [])] : []);
+
+    const pool = new Pool(url, { connections: o.concurrency, pipelining: 1 });
+    const headers = {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      ...(o.gzip ? { 'content-encoding': 'gzip' } : {}),
+    };
+    let acceptedRequests = 0;
     const loadStart = performance.now();
-    const load = await drive(
-      o.concurrency,
-      o.duration,
-      async (n) => {
+    const cpuBench0 = process.cpuUsage();
+    const prober = new Prober(url, probeKey, run);
+    let lastLine = 0;
+    const sampler = new Sampler(
+      url,
+      key,
+      pids,
+      () => acceptedRequests * o.batch,
+      loadStart,
+      (s) => {
+        const prev = sampler.samples[sampler.samples.length - 2];
+        const dt = prev ? s.t - prev.t : s.t;
+        const line =
+          `  ${fmt(s.t)} s │ accepted ${fmt(((s.accepted - (prev?.accepted ?? 0)) / dt) | 0)}/s` +
+          ` │ stored ${fmt(((s.visible - (prev?.visible ?? 0)) / dt) | 0)}/s │ behind ${fmt(s.accepted - s.visible)} exec` +
+          ` (${fmt(s.lagMessages)} msgs) │ 202→visible p50 ${fmt(prober.recentP50(5))} ms` +
+          (s.cpuSeconds !== null && prev?.cpuSeconds != null
+            ? ` │ CPU ${fmt((s.cpuSeconds - prev.cpuSeconds) / dt, 2)} cores │ RSS ${fmt(s.rssMiB)} MiB`
+            : '');
+        process.stdout.write(`\r${line.padEnd(lastLine)}`);
+        lastLine = line.length;
+      },
+    );
+    await sampler.start();
+    prober.start();
+    const load = await drive({
+      concurrency: o.concurrency,
+      seconds: o.count ? Number.POSITIVE_INFINITY : o.duration,
+      maxRequests: o.count ? Math.ceil(o.count / o.batch) : undefined,
+      requestsPerSec: o.rate ? o.rate / o.batch : undefined,
+      send: async (n) => {
         const t = templates[n % templates.length]!;
         const res = await pool.request({
           method: 'POST',
           path: '/api/ingest',
-          headers,
+          headers: { ...headers, 'idempotency-key': `${run}-${n}` },
           body: stampBody(t, n),
         });
         await res.body.dump();
         return res.statusCode === 202;
       },
-      (s, accepted) =>
-        process.stdout.write(`\r  ${fmt(s)} s  accepted ${fmt((accepted * o.batch) / s)} exec/s   `),
-      o.rate ? o.rate / o.batch : undefined,
-    );
-    process.stdout.write('\n');
+      onAccepted: () => acceptedRequests++,
+    });
     const expected = load.accepted * o.batch;
-    let total = 0;
-    const waitDeadline = Date.now() + 120_000;
+    // Every accepted execution must become visible; the sampler goes on recording the drain.
+    let visible = 0;
+    const waitDeadline = Date.now() + 300_000;
     while (Date.now() < waitDeadline) {
-      total = await visibleTotal(port, key);
-      if (total >= expected) break;
+      visible = await sampler.visible();
+      if (visible >= expected) break;
       await new Promise((r) => setTimeout(r, 50));
     }
     const visibleAt = performance.now();
-    const cpuAfter = await procStats(svc.pid);
+    await prober.stop();
+    await sampler.sample();
+    sampler.stop();
+    process.stdout.write('\n');
     await pool.close();
-
-    const acceptedPerSec = expected / load.seconds;
-    const storedPerSec = total / ((visibleAt - loadStart) / 1000);
-    const result = {
-      at: new Date().toISOString(),
-      options: o,
-      bodyKiB,
-      machine: { cpus: os.availableParallelism(), node: process.version },
-      requests: { accepted: load.accepted, refused: load.refused },
-      executions: { accepted: expected, visible: total },
-      acceptedExecutionsPerSec: acceptedPerSec,
-      storedExecutionsPerSec: storedPerSec,
-      lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
-      baselines: {
-        rawJetStreamPublishExecPerSec: raw.executionsPerSec,
-        jsonParseExecPerSecPerThread: parse.executionsPerSecPerThread,
-      },
-      ratios: {
-        storedToRawPublish: storedPerSec / raw.executionsPerSec,
-        acceptedToRawPublish: acceptedPerSec / raw.executionsPerSec,
-      },
-      service: { cpuSeconds: cpuAfter.cpuSeconds - cpuBefore.cpuSeconds, peakRssMiB: cpuAfter.peakRssMiB },
-    };
-    const rows: [string, string][] = [
-      ['requests accepted / refused', `${fmt(load.accepted)} / ${fmt(load.refused)}`],
-      [
-        'load',
-        o.rate ? `open loop, ${fmt(o.rate)} exec/s offered` : `closed loop, ${o.concurrency} connections`,
+    const cpuBench = process.cpuUsage(cpuBench0);
+    const last = sampler.samples.at(-1);
+    const cpuSeconds = last?.cpuSeconds ?? null;
+    const timeline = sampler.samples;
+    const latencyTimeline = prober.timeline().map(([t, ms]): [number, number] => [t, ms]);
+    const chart = lineChart({
+      title: `ingest ${Object.entries(setting)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(
+          ' ',
+        )} (${o.rate ? `open loop ${fmt(o.rate)} exec/s` : `closed loop, ${o.concurrency} connections`})`,
+      xLabel: 'seconds since the load started',
+      leftLabel: 'executions per second',
+      rightLabel: 'ms / executions behind',
+      series: [
+        { name: 'accepted exec/s', points: perSecond(timeline, (s) => s.accepted) },
+        { name: 'stored exec/s', points: perSecond(timeline, (s) => s.visible) },
+        {
+          name: 'executions behind',
+          points: timeline.map((s) => [s.t, s.accepted - s.visible]),
+          right: true,
+        },
+        { name: '202→visible ms', points: latencyTimeline, right: true },
       ],
-      ['executions accepted', fmt(expected)],
-      ['executions visible', fmt(total)],
-      ['accepted exec/s', fmt(acceptedPerSec)],
-      ['stored exec/s (first request → all visible)', fmt(storedPerSec)],
-      ['last 202 → all visible', `${fmt(result.lastAcceptToVisibleMs)} ms`],
-      ['raw JetStream publish exec/s (baseline)', fmt(raw.executionsPerSec)],
-      ['stored / raw publish', fmt(result.ratios.storedToRawPublish, 2)],
-      ['JSON.parse exec/s per thread (baseline)', fmt(parse.executionsPerSecPerThread)],
-      ['service CPU seconds', fmt(result.service.cpuSeconds, 1)],
-      ['service peak RSS', `${fmt(result.service.peakRssMiB)} MiB`],
-    ];
-    const w = Math.max(...rows.map((r) => r[0].length));
-    process.stdout.write(`\n${rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n`);
-    await fs.mkdir(resultsDir, { recursive: true });
-    const file = path.join(resultsDir, `ingest-${result.at.replace(/[:.]/g, '-')}.json`);
-    await fs.writeFile(file, `${JSON.stringify(result, null, 2)}\n`);
-    process.stdout.write(`\nresults: ${path.relative(process.cwd(), file)}\n`);
-    if (total !== expected) {
-      process.stdout.write(`FAIL: ${expected} accepted but ${total} visible\n`);
-      process.exitCode = 1;
-    }
+    });
+    const natsPeak = natsPid ? (sampler.peakRssByPid.get(natsPid) ?? null) : null;
+    return {
+      setting,
+      requests: { accepted: load.accepted, refused: load.refused, perSec: load.accepted / load.seconds },
+      executions: { accepted: expected, visible },
+      acceptedExecPerSec: expected / load.seconds,
+      storedExecPerSec: visible / ((visibleAt - loadStart) / 1000),
+      loadSeconds: load.seconds,
+      lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
+      visibleLatency: prober.summary(),
+      service: {
+        cpuSeconds,
+        cpuMicrosPerExecution: cpuSeconds !== null && visible > 0 ? (cpuSeconds * 1e6) / visible : null,
+        peakRssMiB: svc ? (sampler.peakRssByPid.get(svc.pid) ?? null) : null,
+        natsPeakRssMiB: natsPeak,
+      },
+      benchCpuSeconds: (cpuBench.user + cpuBench.system) / 1e6,
+      timeline,
+      latencyTimeline,
+      chart,
+      problems: svc?.problems.slice(0, 20) ?? [],
+    };
   } finally {
     await cleanupService(svc, dataDir);
-    await nats.stop();
-    if (!values.keep) await fs.rm(dir, { recursive: true, force: true });
+    if (!o.keep) await fs.rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** Per-second rates from cumulative samples. */
+function perSecond(samples: Sample[], pick: (s: Sample) => number): [number, number][] {
+  const out: [number, number][] = [];
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1]!;
+    const b = samples[i]!;
+    if (b.t > a.t) out.push([b.t, (pick(b) - pick(a)) / (b.t - a.t)]);
+  }
+  return out;
+}
+
+function table(rows: [string, string][]): string {
+  const w = Math.max(...rows.map((r) => r[0].length));
+  return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+}
+
+function runTable(r: RunResult, o: Options, baselines: Baselines | null): string {
+  const raw = baselines?.rawJetStreamPublishExecPerSec;
+  const parse = baselines?.jsonParseExecPerSecPerThread;
+  return table([
+    [
+      'load',
+      o.rate ? `open loop, ${fmt(o.rate)} exec/s offered` : `closed loop, ${o.concurrency} connections`,
+    ],
+    ['requests accepted / refused', `${fmt(r.requests.accepted)} / ${fmt(r.requests.refused)}`],
+    ['requests/s accepted', fmt(r.requests.perSec)],
+    ['executions accepted / visible', `${fmt(r.executions.accepted)} / ${fmt(r.executions.visible)}`],
+    ['accepted exec/s', fmt(r.acceptedExecPerSec)],
+    ['stored exec/s (first request → all visible)', fmt(r.storedExecPerSec)],
+    ['last 202 → all visible', `${fmt(r.lastAcceptToVisibleMs)} ms`],
+    [
+      '202 → visible, marked executions',
+      `p50 ${fmt(r.visibleLatency.p50Ms)} ms, p99 ${fmt(r.visibleLatency.p99Ms)} ms, max ${fmt(r.visibleLatency.maxMs)} ms (${r.visibleLatency.samples} samples${r.visibleLatency.unseen ? `, ${r.visibleLatency.unseen} NEVER SEEN` : ''})`,
+    ],
+    ['raw JetStream publish exec/s (ceiling)', fmt(raw)],
+    ['stored / raw publish', raw ? fmt(r.storedExecPerSec / raw, 2) : '–'],
+    ['JSON.parse exec/s per thread (ceiling)', fmt(parse)],
+    ['stored / JSON.parse one thread', parse ? fmt(r.storedExecPerSec / parse, 2) : '–'],
+    ['service CPU seconds (node + nats-server)', fmt(r.service.cpuSeconds, 1)],
+    ['service CPU µs per execution', fmt(r.service.cpuMicrosPerExecution, 1)],
+    [
+      'service peak RSS',
+      r.service.peakRssMiB === null
+        ? '–'
+        : `${fmt(r.service.peakRssMiB)} MiB (nats-server ${fmt(r.service.natsPeakRssMiB)} MiB)`,
+    ],
+    ['benchmark client CPU seconds', fmt(r.benchCpuSeconds, 1)],
+  ]);
+}
+
+async function writeResult(name: string, json: unknown, svg: string | null): Promise<string> {
+  await fs.mkdir(resultsDir, { recursive: true });
+  const base = path.join(resultsDir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  await fs.writeFile(`${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
+  if (svg) await fs.writeFile(`${base}.svg`, svg);
+  return path.relative(process.cwd(), base);
+}
+
+export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
+  const o = parseOptions(argv);
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-ingest-'));
+  try {
+    const run = `b${Date.now().toString(36)}`;
+    const templates = Array.from({ length: TEMPLATES }, (_, i) =>
+      buildTemplate(1000 + i, run, o.batch, { gzip: o.gzip }),
+    );
+    const t0 = templates[0]!;
+    process.stdout.write(
+      `bodies: ${o.batch} executions, ${fmt(t0.logs)} logs, ${t0.metrics} metric points, ` +
+        `${fmt(t0.bytes.length / 1024)} KiB${o.gzip ? ` gzip (${fmt(decodedBytes(t0).length / 1024)} KiB decoded)` : ''}; ` +
+        `${o.rate ? `open loop at ${fmt(o.rate)} exec/s` : `closed loop, ${o.concurrency} connections`}; ` +
+        `${o.count ? `${fmt(o.count)} executions` : `${o.duration} s`}; ${o.url ? `target ${o.url}` : 'service started here'}\n`,
+    );
+    let baselines: Baselines | null = null;
+    if (o.baselines) {
+      baselines = {
+        jsonParseExecPerSecPerThread: jsonParseBaseline(templates, o),
+        rawJetStreamPublishExecPerSec: await rawPublishBaseline(dir, templates, o),
+      };
+      process.stdout.write(
+        `ceilings: raw JetStream publish ${fmt(baselines.rawJetStreamPublishExecPerSec)} exec/s, ` +
+          `JSON.parse ${fmt(baselines.jsonParseExecPerSecPerThread)} exec/s per thread\n`,
+      );
+    }
+    const settings = o.sweep
+      ? o.sweep.values.map((v) => ({ [o.sweep!.variable]: v }))
+      : [{} as Record<string, string>];
+    const results: RunResult[] = [];
+    for (const [i, setting] of settings.entries()) {
+      if (o.sweep) process.stdout.write(`\n── ${o.sweep.variable}=${setting[o.sweep.variable]} ──\n`);
+      const r = await runOnce(o, templates, `${run}${i}`, setting, dir);
+      results.push(r);
+      process.stdout.write(`\n${runTable(r, o, baselines)}\n`);
+      if (r.executions.visible !== r.executions.accepted) {
+        process.stdout.write(`FAIL: ${r.executions.accepted} accepted but ${r.executions.visible} visible\n`);
+        process.exitCode = 1;
+      }
+      if (r.visibleLatency.unseen > 0) {
+        process.stdout.write(`FAIL: ${r.visibleLatency.unseen} marked executions never became visible\n`);
+        process.exitCode = 1;
+      }
+    }
+    const { chart: _c, ...first } = results[0]!;
+    const json = {
+      at: new Date().toISOString(),
+      options: o,
+      bodyKiB: t0.bytes.length / 1024,
+      machine: { cpus: os.availableParallelism(), node: process.version },
+      baselines,
+      ...(o.sweep
+        ? { sweep: o.sweep, runs: results.map(({ chart: _, ...r }) => r) }
+        : {
+            ...first,
+            ratios: baselines && {
+              storedToRawPublish: first.storedExecPerSec / baselines.rawJetStreamPublishExecPerSec,
+              storedToJsonParseThread: first.storedExecPerSec / baselines.jsonParseExecPerSecPerThread,
+            },
+          }),
+    };
+    let svg = results[0]!.chart;
+    if (o.sweep) {
+      const { best, text } = sweepSummary(o, results);
+      process.stdout.write(`\n${text}\n`);
+      Object.assign(json, { best });
+      svg = barChart({
+        title: `sweep of ${o.sweep.variable}: ${o.rate ? '202 → visible p99 (lower is better)' : 'stored executions/s (higher is better)'}`,
+        valueLabel: o.rate ? 'p99 ms' : 'stored exec/s',
+        bars: results.map((r) => ({
+          name: r.setting[o.sweep!.variable]!,
+          value: (o.rate ? r.visibleLatency.p99Ms : r.storedExecPerSec) ?? 0,
+        })),
+        best,
+      });
+    }
+    const base = await writeResult(o.sweep ? 'ingest-sweep' : 'ingest', json, svg);
+    process.stdout.write(`\nresults: ${base}.json, chart: ${base}.svg\n`);
+  } finally {
+    if (!o.keep) await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Closed loop: the most executions stored per second; open loop: the lowest 202 → visible p99. */
+function sweepSummary(o: Options, results: RunResult[]): { best: string; text: string } {
+  const variable = o.sweep!.variable;
+  const score = (r: RunResult) =>
+    o.rate ? -(r.visibleLatency.p99Ms ?? Number.POSITIVE_INFINITY) : r.storedExecPerSec;
+  const best = results.reduce((a, b) => (score(b) > score(a) ? b : a));
+  const rows: [string, string][] = [
+    [variable, 'stored exec/s │ accepted exec/s │ 202→visible p50 / p99 ms │ CPU µs/exec │ peak RSS MiB'],
+    ...results.map((r): [string, string] => [
+      `${r.setting[variable]}${r === best ? ' (best)' : ''}`,
+      `${fmt(r.storedExecPerSec).padStart(13)} │ ${fmt(r.acceptedExecPerSec).padStart(15)} │ ` +
+        `${`${fmt(r.visibleLatency.p50Ms)} / ${fmt(r.visibleLatency.p99Ms)}`.padStart(24)} │ ` +
+        `${fmt(r.service.cpuMicrosPerExecution, 1).padStart(11)} │ ${fmt(r.service.peakRssMiB)}`,
+    ]),
+  ];
+  return {
+    best: best.setting[variable]!,
+    text: `${table(rows)}\n\nbest ${variable}: ${best.setting[variable]} (${o.rate ? 'lowest 202 → visible p99' : 'most executions stored per second'})`,
+  };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {

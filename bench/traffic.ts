@@ -1,3 +1,5 @@
+import { gunzipSync, gzipSync } from 'node:zlib';
+
 /**
  * Seeded, realistic SDK traffic, pre-built so the generator costs little CPU during a run: each request body is
  * a template whose execution ids carry a fixed-width request number, patched in place per request.
@@ -35,33 +37,58 @@ const ID_MARK = '#'.repeat(ID_DIGITS);
 
 export interface BodyTemplate {
   bytes: Buffer;
-  /** Byte offsets of the request-number field in each execution id. */
+  /** Byte offsets of the request-number field in each execution id (none in a gzip body). */
   offsets: number[];
+  gzip: boolean;
   executions: number;
   logs: number;
+  metrics: number;
 }
 
-/** One request body of `batch` executions; ids are `<run>-<request number>-<index>`. */
-export function buildTemplate(seed: number, run: string, batch: number, failureRate = 0.03): BodyTemplate {
+export interface TemplateOptions {
+  /** Failure rate outside bursts. */
+  failureRate?: number;
+  /** Custom metric points per request. */
+  metrics?: number;
+  /**
+   * gzip-compressed, as SDKs send on slow links. A compressed body cannot be patched per request, so its
+   * executions carry no executionId (the service derives one from the request id and position) and the
+   * driver makes each request distinct with its idempotency-key.
+   */
+  gzip?: boolean;
+}
+
+/**
+ * One request body of `batch` executions; ids are `<run>-<request number>-<index>`. One template in four is a
+ * failure burst: one service's endpoint failing with exceptions and 5xx for a third of its executions.
+ */
+export function buildTemplate(
+  seed: number,
+  run: string,
+  batch: number,
+  opts: TemplateOptions = {},
+): BodyTemplate {
   const r = rng(seed);
   const now = Date.now();
+  const burst = seed % 4 === 0 ? { service: SERVICES[skewed(r, 5)]!, endpointNo: skewed(r, 20) } : null;
   let logs = 0;
   const executions = Array.from({ length: batch }, (_, i) => {
-    const service = SERVICES[skewed(r, SERVICES.length)]!;
-    const endpointNo = skewed(r, 200);
-    const failed = r() < failureRate;
+    const inBurst = burst !== null && r() < 0.3;
+    const service = inBurst ? burst.service : SERVICES[skewed(r, SERVICES.length)]!;
+    const endpointNo = inBurst ? burst.endpointNo : skewed(r, 200);
+    const failed = inBurst || r() < (opts.failureRate ?? 0.02);
     const logCount = Math.floor(r() * 6);
     logs += logCount;
     const startedAt = now - Math.floor(r() * 5000);
     return {
-      executionId: `${run}-${ID_MARK}-${i}`,
+      ...(opts.gzip ? {} : { executionId: `${run}-${ID_MARK}-${i}` }),
       traceId: Array.from({ length: 32 }, () => Math.floor(r() * 16).toString(16)).join(''),
       service,
       environment: 'production',
       endpoint: `/api/v1/resource-${endpointNo}/${Math.floor(r() * 100000)}`,
       method: METHODS[Math.floor(r() * METHODS.length)],
       startedAt,
-      durationMs: logNormal(r, 20 + (endpointNo % 7) * 15, 0.6),
+      durationMs: logNormal(r, 20 + (endpointNo % 7) * 15, 0.6) * (inBurst ? 8 : 1),
       statusCode: failed ? 500 + Math.floor(r() * 4) : 200,
       request: { headers: { 'user-agent': 'bench/1.0', 'x-request-id': `r-${i}` }, query: { page: '1' } },
       context: {
@@ -87,18 +114,53 @@ export function buildTemplate(seed: number, run: string, batch: number, failureR
       })),
     };
   });
-  const text = JSON.stringify({ sdk: { name: 'bench', version: '1.0.0' }, executions });
-  const bytes = Buffer.from(text, 'utf8');
+  const metricCount = opts.metrics ?? 20;
+  const metrics = Array.from({ length: metricCount }, (_, i) => {
+    const service = SERVICES[skewed(r, SERVICES.length)]!;
+    const common = { timestamp: now - i, service, environment: 'production' };
+    const tags = { region: REGIONS[Math.floor(r() * 3)]! };
+    switch (i % 3) {
+      case 0:
+        return { ...common, name: 'jobs.processed', type: 'counter', value: Math.floor(r() * 10), tags };
+      case 1:
+        return { ...common, name: 'queue.depth', type: 'gauge', value: Math.floor(r() * 500), tags };
+      default: {
+        const count = 1 + Math.floor(r() * 20);
+        const min = logNormal(r, 5, 0.5);
+        const max = min + logNormal(r, 50, 0.8);
+        return {
+          ...common,
+          name: 'db.query.duration',
+          type: 'histogram',
+          unit: 'ms',
+          value: { count, sum: Math.round(((min + max) / 2) * count * 100) / 100, min, max },
+          tags,
+        };
+      }
+    }
+  });
+  const text = JSON.stringify({ sdk: { name: 'bench', version: '1.0.0' }, executions, metrics });
+  const plain = Buffer.from(text, 'utf8');
+  if (opts.gzip) {
+    const bytes = gzipSync(plain, { level: 6 });
+    return { bytes, offsets: [], gzip: true, executions: batch, logs, metrics: metricCount };
+  }
   const offsets: number[] = [];
-  for (let at = bytes.indexOf(ID_MARK); at !== -1; at = bytes.indexOf(ID_MARK, at + ID_DIGITS))
+  for (let at = plain.indexOf(ID_MARK); at !== -1; at = plain.indexOf(ID_MARK, at + ID_DIGITS))
     offsets.push(at);
-  return { bytes, offsets, executions: batch, logs };
+  return { bytes: plain, offsets, gzip: false, executions: batch, logs, metrics: metricCount };
 }
 
-/** A copy of the template with this request's number in every execution id. */
+/** The body of request `requestNo`: a copy with that number in every execution id (a gzip body as it is). */
 export function stampBody(t: BodyTemplate, requestNo: number): Buffer {
+  if (t.offsets.length === 0) return t.bytes;
   const out = Buffer.from(t.bytes);
   const digits = String(requestNo).padStart(ID_DIGITS, '0');
   for (const at of t.offsets) out.write(digits, at, 'latin1');
   return out;
+}
+
+/** The plain JSON of a template (gunzipped when compressed): what the service parses. */
+export function decodedBytes(t: BodyTemplate): Buffer {
+  return t.gzip ? gunzipSync(t.bytes) : t.bytes;
 }

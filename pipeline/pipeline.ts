@@ -134,7 +134,7 @@ export class Pipeline {
       dataDir: config.dataDir,
       codec: config.PARQUET_COMPRESSION,
       journal: this.#journal,
-      encodeThreads: 1,
+      encodeThreads: config.ENCODE_WORKERS,
     });
     this.#batcher = new Batcher({
       writer: this.#writer,

@@ -33,6 +33,8 @@ export const configSchema = z.object({
   FLUSH_INTERVAL_MS: int(500, 10, 60_000),
   /** Parse/validate worker threads; 0 means one per core. */
   PIPELINE_WORKERS: int(0, 0, 64),
+  /** Parquet encoder worker threads (each flush encodes its partitions in parallel up to this many). */
+  ENCODE_WORKERS: int(1, 1, 64),
   /** Messages the consumer keeps in flight (fetched, not yet committed). */
   CONSUMER_MAX_MESSAGES: int(256, 1, 10_000),
   /** Unacked messages are redelivered after this long; must cover a slow flush. */

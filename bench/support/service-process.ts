@@ -28,6 +28,8 @@ export interface ServiceProcessOptions {
   logLevel?: string;
   /** Extra environment for the service (config knobs). */
   env?: Record<string, string>;
+  /** Node options before the entry, e.g. `--cpu-prof --cpu-prof-dir=…` (not allowed in NODE_OPTIONS). */
+  nodeArgs?: string[];
 }
 
 export interface LogLine {
@@ -100,6 +102,18 @@ export async function killOrphanNats(dataDir: string): Promise<number | null> {
   return pid;
 }
 
+/** Signs up a fresh account (its own workspace) on the service at `url` and answers its test key. */
+export async function signupKey(url: string, tag = 'bench'): Promise<string> {
+  const res = await fetch(`${url}/api/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: `${tag}-${Date.now()}@bench.example`, password: 'benchmark password' }),
+  });
+  const body = (await res.json()) as { testKey?: { key?: string } };
+  if (res.status !== 201 || !body.testKey?.key) throw new Error(`sign-up at ${url} answered ${res.status}`);
+  return body.testKey.key;
+}
+
 /** One running `node dist/main.js`. */
 export class ServiceProcess {
   readonly opts: ServiceProcessOptions;
@@ -137,7 +151,10 @@ export class ServiceProcess {
     env.HOST = '127.0.0.1';
     env.DATA_DIR = opts.dataDir;
     env.LOG_LEVEL = opts.logLevel ?? 'warn';
-    const child = spawn(process.execPath, [opts.mainJs], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.mainJs], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     return new ServiceProcess(opts, child);
   }
 
@@ -146,15 +163,8 @@ export class ServiceProcess {
   }
 
   /** Signs up a fresh account and answers its test key (the benchmark's credentials). */
-  async signup(tag = 'bench'): Promise<string> {
-    const res = await fetch(`${this.url}/api/auth/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: `${tag}-${Date.now()}@bench.example`, password: 'benchmark password' }),
-    });
-    const body = (await res.json()) as { testKey?: { key?: string } };
-    if (res.status !== 201 || !body.testKey?.key) throw new Error(`sign-up answered ${res.status}`);
-    return body.testKey.key;
+  signup(tag = 'bench'): Promise<string> {
+    return signupKey(this.url, tag);
   }
 
   get exit(): ServiceExit | null {

@@ -1,0 +1,324 @@
+import fs from 'node:fs/promises';
+import { Pool } from 'undici';
+
+/**
+ * The load driver's parts: request loops (closed or open loop), the marked-execution prober that times 202 →
+ * visible, and the per-second sampler of the service's figures.
+ */
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export interface DriveResult {
+  accepted: number;
+  refused: number;
+  seconds: number;
+  lastAcceptAt: number;
+}
+
+/**
+ * Runs `send` from `concurrency` loops until the deadline or `maxRequests`; counts what each call reports
+ * accepted. With `requestsPerSec` the load is open-loop: request n is due at start + n / rate (sent at once when
+ * the loops are behind, so a slow service shows up as latency, not as a lower offered rate).
+ */
+export async function drive(opts: {
+  concurrency: number;
+  seconds: number;
+  maxRequests?: number;
+  requestsPerSec?: number;
+  send: (requestNo: number) => Promise<boolean>;
+  onAccepted?: (requestNo: number) => void;
+}): Promise<DriveResult> {
+  let next = 0;
+  let accepted = 0;
+  let refused = 0;
+  let lastAcceptAt = 0;
+  const start = performance.now();
+  const deadline = start + opts.seconds * 1000;
+  const max = opts.maxRequests ?? Number.POSITIVE_INFINITY;
+  await Promise.all(
+    Array.from({ length: opts.concurrency }, async () => {
+      while (performance.now() < deadline && next < max) {
+        const n = next++;
+        if (opts.requestsPerSec) {
+          const due = start + (n * 1000) / opts.requestsPerSec;
+          if (due >= deadline) break;
+          const wait = due - performance.now();
+          if (wait > 0) await sleep(wait);
+        }
+        if (await opts.send(n)) {
+          accepted++;
+          lastAcceptAt = performance.now();
+          opts.onAccepted?.(n);
+        } else refused++;
+      }
+    }),
+  );
+  return { accepted, refused, seconds: (performance.now() - start) / 1000, lastAcceptAt };
+}
+
+/** The value at quantile q (0–1) of sorted numbers, by linear interpolation between closest ranks. */
+export function quantile(sorted: number[], q: number): number | null {
+  if (sorted.length === 0) return null;
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
+}
+
+/**
+ * Marked executions: every `everyMs` one execution with a known id is sent, through the same API, stream and
+ * pipeline as the load, under its own key (its own workspace, so looking for it reads a few small files, not
+ * the load's); the newest executions of that workspace are listed every `pollMs`, and the time from each
+ * marked execution's 202 to the poll that first lists it is one sample. Resolution: the poll period.
+ */
+export class Prober {
+  readonly #pool: Pool;
+  readonly #headers: Record<string, string>;
+  readonly #run: string;
+  readonly #sent = new Map<string, number>();
+  readonly #samples: { at: number; ms: number }[] = [];
+  #timers: NodeJS.Timeout[] = [];
+  #polling = false;
+  #k = 0;
+  readonly #t0: number;
+
+  constructor(
+    url: string,
+    key: string,
+    run: string,
+    readonly everyMs = 200,
+    readonly pollMs = 200,
+  ) {
+    this.#pool = new Pool(url, { connections: 2 });
+    this.#headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    this.#run = run;
+    this.#t0 = performance.now();
+  }
+
+  start(): void {
+    this.#timers.push(setInterval(() => void this.#send(), this.everyMs));
+    this.#timers.push(setInterval(() => void this.#poll(), this.pollMs));
+  }
+
+  async #send(): Promise<void> {
+    const id = `probe-${this.#run}-${this.#k++}`;
+    const body = JSON.stringify({
+      executions: [
+        {
+          executionId: id,
+          service: 'bench-probe',
+          endpoint: '/probe',
+          method: 'GET',
+          startedAt: Date.now(),
+          durationMs: 1,
+          statusCode: 200,
+        },
+      ],
+    });
+    try {
+      const res = await this.#pool.request({
+        method: 'POST',
+        path: '/api/ingest',
+        headers: this.#headers,
+        body,
+      });
+      await res.body.dump();
+      if (res.statusCode === 202) this.#sent.set(id, performance.now());
+    } catch {
+      // a refused probe is no sample
+    }
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling || this.#sent.size === 0) return;
+    this.#polling = true;
+    try {
+      const res = await this.#pool.request({
+        method: 'GET',
+        path: '/api/executions?pageSize=200&sort=-startedAt',
+        headers: this.#headers,
+      });
+      const now = performance.now();
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        return;
+      }
+      const page = (await res.body.json()) as { data: { executionId: string }[] };
+      for (const e of page.data) {
+        const sentAt = this.#sent.get(e.executionId);
+        if (sentAt === undefined) continue;
+        this.#sent.delete(e.executionId);
+        this.#samples.push({ at: (now - this.#t0) / 1000, ms: now - sentAt });
+      }
+    } catch {
+      // the next poll tries again
+    } finally {
+      this.#polling = false;
+    }
+  }
+
+  /** Stops sending; keeps polling until every sent probe was seen or `timeoutMs` passed. */
+  async stop(timeoutMs = 30_000): Promise<void> {
+    clearInterval(this.#timers[0]);
+    const deadline = Date.now() + timeoutMs;
+    while (this.#sent.size > 0 && Date.now() < deadline) await sleep(this.pollMs);
+    for (const t of this.#timers) clearInterval(t);
+    await this.#pool.close();
+  }
+
+  /** Samples so far, and probes never seen (a lost probe would be a lost execution). */
+  summary(): {
+    samples: number;
+    unseen: number;
+    p50Ms: number | null;
+    p99Ms: number | null;
+    maxMs: number | null;
+  } {
+    const ms = this.#samples.map((s) => s.ms).sort((a, b) => a - b);
+    return {
+      samples: ms.length,
+      unseen: this.#sent.size,
+      p50Ms: quantile(ms, 0.5),
+      p99Ms: quantile(ms, 0.99),
+      maxMs: ms.length > 0 ? ms[ms.length - 1]! : null,
+    };
+  }
+
+  /** The 202 → visible samples since the prober started: [seconds, ms]. */
+  timeline(): [number, number][] {
+    return this.#samples.map((s) => [s.at, s.ms]);
+  }
+
+  /** p50 of the samples taken in the last `seconds`. */
+  recentP50(seconds: number): number | null {
+    const since = (performance.now() - this.#t0) / 1000 - seconds;
+    return quantile(
+      this.#samples
+        .filter((s) => s.at >= since)
+        .map((s) => s.ms)
+        .sort((a, b) => a - b),
+      0.5,
+    );
+  }
+}
+
+/** CPU seconds (user + system) and peak RSS of a process, from /proc. */
+export async function procStats(
+  pid: number,
+): Promise<{ cpuSeconds: number; rssMiB: number; peakRssMiB: number }> {
+  const [stat, status] = await Promise.all([
+    fs.readFile(`/proc/${pid}/stat`, 'utf8'),
+    fs.readFile(`/proc/${pid}/status`, 'utf8'),
+  ]);
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  const kib = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
+  return { cpuSeconds: ticks / 100, rssMiB: kib('VmRSS') / 1024, peakRssMiB: kib('VmHWM') / 1024 };
+}
+
+/** One second of a run, as the sampler saw it. */
+export interface Sample {
+  /** Seconds since the load started. */
+  t: number;
+  /** Executions answered 202 so far. */
+  accepted: number;
+  /** Executions the list API counts. */
+  visible: number;
+  /** svc_pipeline_lag_messages: ingest messages accepted, not yet committed. */
+  lagMessages: number | null;
+  /** CPU seconds of the service (and its embedded nats-server) since the load started; null for --url. */
+  cpuSeconds: number | null;
+  rssMiB: number | null;
+}
+
+/** The service's own figure `name` from its Prometheus text, or null. */
+export function promValue(text: string, name: string): number | null {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * Every second: the visible count (the list API's total for the load's key), the pipeline lag from /metrics,
+ * and the CPU and memory of the service's processes.
+ */
+export class Sampler {
+  readonly samples: Sample[] = [];
+  #timer: NodeJS.Timeout | null = null;
+  #busy = false;
+  #cpu0: number | null = null;
+  peakRssMiB = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly key: string,
+    private readonly pids: () => number[],
+    private readonly accepted: () => number,
+    private readonly t0: number,
+    private readonly onSample?: (s: Sample) => void,
+  ) {}
+
+  async visible(): Promise<number> {
+    const res = await fetch(`${this.url}/api/executions?pageSize=1`, { headers: { 'x-api-key': this.key } });
+    if (!res.ok) throw new Error(`list answered ${res.status}`);
+    return ((await res.json()) as { total: number }).total;
+  }
+
+  /** Peak RSS of each process seen (VmHWM), by pid. */
+  readonly peakRssByPid = new Map<number, number>();
+
+  async cpuAndRss(): Promise<{ cpuSeconds: number; rssMiB: number; peakRssMiB: number } | null> {
+    const pids = this.pids();
+    if (pids.length === 0) return null;
+    const all = await Promise.all(pids.map((p) => procStats(p).catch(() => null)));
+    pids.forEach((p, i) => {
+      const s = all[i];
+      if (s) this.peakRssByPid.set(p, Math.max(this.peakRssByPid.get(p) ?? 0, s.peakRssMiB));
+    });
+    const ok = all.filter((s) => s !== null);
+    return {
+      cpuSeconds: ok.reduce((s, x) => s + x.cpuSeconds, 0),
+      rssMiB: ok.reduce((s, x) => s + x.rssMiB, 0),
+      peakRssMiB: ok.reduce((s, x) => s + x.peakRssMiB, 0),
+    };
+  }
+
+  async start(): Promise<void> {
+    this.#cpu0 = (await this.cpuAndRss())?.cpuSeconds ?? null;
+    this.#timer = setInterval(() => void this.sample(), 1000);
+  }
+
+  async sample(): Promise<Sample | null> {
+    if (this.#busy) return null;
+    this.#busy = true;
+    try {
+      const accepted = this.accepted();
+      const [visible, metrics, proc] = await Promise.all([
+        this.visible(),
+        fetch(`${this.url}/metrics`)
+          .then((r) => (r.ok ? r.text() : ''))
+          .catch(() => ''),
+        this.cpuAndRss(),
+      ]);
+      if (proc) this.peakRssMiB = Math.max(this.peakRssMiB, proc.peakRssMiB);
+      const s: Sample = {
+        t: (performance.now() - this.t0) / 1000,
+        accepted,
+        visible,
+        lagMessages: promValue(metrics, 'svc_pipeline_lag_messages'),
+        cpuSeconds: proc && this.#cpu0 !== null ? proc.cpuSeconds - this.#cpu0 : null,
+        rssMiB: proc?.rssMiB ?? null,
+      };
+      this.samples.push(s);
+      this.onSample?.(s);
+      return s;
+    } catch {
+      return null;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+  }
+}

@@ -15,7 +15,7 @@ import {
   serviceEntry,
   signupKey,
 } from './support/service-process.js';
-import { barChart, lineChart } from './support/svg-chart.js';
+import { barChart, lineChart, stack } from './support/svg-chart.js';
 import { type BodyTemplate, buildTemplate, decodedBytes, stampBody } from './traffic.js';
 
 /**
@@ -312,26 +312,32 @@ async function runOnce(
     const cpuSeconds = last?.cpuSeconds ?? null;
     const timeline = sampler.samples;
     const latencyTimeline = prober.timeline().map(([t, ms]): [number, number] => [t, ms]);
-    const chart = lineChart({
-      title: `ingest ${Object.entries(setting)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(
-          ' ',
-        )} (${o.rate ? `open loop ${fmt(o.rate)} exec/s` : `closed loop, ${o.concurrency} connections`})`,
-      xLabel: 'seconds since the load started',
-      leftLabel: 'executions per second',
-      rightLabel: 'ms / executions behind',
-      series: [
-        { name: 'accepted exec/s', points: perSecond(timeline, (s) => s.accepted) },
-        { name: 'stored exec/s', points: perSecond(timeline, (s) => s.visible) },
-        {
-          name: 'executions behind',
-          points: timeline.map((s) => [s.t, s.accepted - s.visible]),
-          right: true,
-        },
-        { name: '202→visible ms', points: latencyTimeline, right: true },
-      ],
-    });
+    const title = `ingest ${Object.entries(setting)
+      .map(([k, v]) => `${k}=${v} `)
+      .join(
+        '',
+      )}(${o.rate ? `open loop ${fmt(o.rate)} exec/s` : `closed loop, ${o.concurrency} connections`})`;
+    const chart = stack([
+      lineChart({
+        title: `${title}: throughput`,
+        xLabel: 'seconds since the load started',
+        leftLabel: 'executions per second',
+        series: [
+          { name: 'accepted exec/s', points: perSecond(timeline, (s) => s.accepted) },
+          { name: 'stored exec/s', points: perSecond(timeline, (s) => s.visible) },
+        ],
+      }),
+      lineChart({
+        title: `${title}: pipeline lag`,
+        xLabel: 'seconds since the load started',
+        leftLabel: 'executions accepted, not yet visible',
+        rightLabel: '202 → visible, ms',
+        series: [
+          { name: 'executions behind', points: timeline.map((s) => [s.t, s.accepted - s.visible]) },
+          { name: '202 → visible (marked)', points: latencyTimeline, right: true },
+        ],
+      }),
+    ]);
     const natsPeak = natsPid ? (sampler.peakRssByPid.get(natsPid) ?? null) : null;
     return {
       setting,

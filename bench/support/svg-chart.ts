@@ -141,3 +141,9 @@ export function barChart(opts: {
     : [];
   return frame(opts.title, body, legend);
 }
+
+/** Charts one above the other, as one SVG document. */
+export function stack(charts: string[]): string {
+  const inner = charts.map((c, i) => c.replace('<svg ', `<svg y="${i * H}" `)).join('\n');
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H * charts.length}" viewBox="0 0 ${W} ${H * charts.length}">\n${inner}\n</svg>`;
+}

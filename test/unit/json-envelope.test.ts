@@ -332,7 +332,7 @@ const styleArb = fc.record({
   escapes: fc.integer({ min: 0, max: 0xffff }),
 });
 
-/** A key with some of its characters written as \uXXXX escapes, chosen by the bits of `escapes`. */
+/** A string with some of its characters written as \uXXXX escapes, chosen by the bits of `escapes`. */
 function encodeKey(key: string, escapes: number): string {
   let out = '"';
   for (let i = 0; i < key.length; i++) {
@@ -349,7 +349,8 @@ function serialize(doc: Doc, style: { ws: string[]; escapes: number }): string {
   let w = 0;
   const ws = () => style.ws[w++ % style.ws.length]!;
   const write = (d: Doc): string => {
-    if ('raw' in d) return JSON.stringify(d.raw);
+    if ('raw' in d)
+      return typeof d.raw === 'string' ? encodeKey(d.raw, style.escapes) : JSON.stringify(d.raw);
     if ('arr' in d) return `[${ws()}${d.arr.map((x) => `${write(x)}${ws()}`).join(`,${ws()}`)}]`;
     return `{${ws()}${d.obj.map(([k, v]) => `${encodeKey(k, style.escapes)}${ws()}:${ws()}${write(v)}${ws()}`).join(`,${ws()}`)}}`;
   };

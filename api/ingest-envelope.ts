@@ -1,5 +1,6 @@
 import { forbidden, ServiceError, validationError } from '../schemas/errors.js';
 import type { Mode } from '../schemas/records.js';
+import { type EnvelopeShape, type JsonKind, scanEnvelope } from './json-envelope.js';
 
 export interface ItemCounts {
   executions: number;
@@ -17,22 +18,60 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
+ * The kind of a value as JSON.parse could have made it. What JSON cannot hold (a function, a symbol, a bigint)
+ * is neither an object nor an array to the rules, which is all they ask; it passes as a string.
+ */
+function kindOf(v: unknown): JsonKind | undefined {
+  if (v === undefined) return undefined;
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (isObject(v)) return 'object';
+  if (typeof v === 'number') return 'number';
+  if (typeof v === 'boolean') return 'boolean';
+  return 'string';
+}
+
+/** The shape of an already parsed body, as scanEnvelope reports it for the bytes. */
+export function envelopeShape(body: unknown): EnvelopeShape {
+  const b: Record<string, unknown> = isObject(body) ? body : {};
+  const count = (v: unknown) => (Array.isArray(v) ? v.length : 0);
+  let inlineLogs = 0;
+  if (Array.isArray(b.executions)) {
+    for (const e of b.executions) if (isObject(e) && Array.isArray(e.logs)) inlineLogs += e.logs.length;
+  }
+  const mode = isObject(b.resource) ? b.resource.mode : undefined;
+  return {
+    top: kindOf(body) ?? 'null',
+    executions: kindOf(b.executions),
+    executionCount: count(b.executions),
+    inlineLogs,
+    logs: kindOf(b.logs),
+    logCount: count(b.logs),
+    metrics: kindOf(b.metrics),
+    metricCount: count(b.metrics),
+    resource: kindOf(b.resource),
+    mode: kindOf(mode),
+    modeValue: typeof mode === 'string' ? mode : undefined,
+  };
+}
+
+/**
  * The checks made before a payload is accepted (CONTRACT §5 "What is checked when"): an object, item arrays
  * within their limits, `resource.mode` matching the key. Items themselves are validated by the pipeline.
- * Logs count those sent inline in executions too.
+ * Logs count those sent inline in executions too. The one rule set behind both checkEnvelope (a parsed body)
+ * and checkEnvelopeBytes (the bytes, scanned without parsing).
  */
-export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits): ItemCounts {
-  if (!isObject(body)) {
+export function checkEnvelopeShape(shape: EnvelopeShape, keyMode: Mode, limits: ItemLimits): ItemCounts {
+  if (shape.top !== 'object') {
     throw validationError('the body must be a JSON object', [{ path: '', message: 'expected an object' }]);
   }
-  const resource = body.resource;
-  if (resource !== undefined && !isObject(resource)) {
+  if (shape.resource !== undefined && shape.resource !== 'object') {
     throw validationError('resource must be an object', [
       { path: 'resource', message: 'expected an object' },
     ]);
   }
-  const mode = resource?.mode;
-  if (mode !== undefined) {
+  if (shape.mode !== undefined) {
+    const mode = shape.modeValue;
     if (mode !== 'test' && mode !== 'live') {
       throw validationError('resource.mode must be test or live', [
         { path: 'resource.mode', message: 'expected test or live' },
@@ -42,17 +81,14 @@ export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits):
   }
   const details = [];
   for (const kind of ['executions', 'logs', 'metrics'] as const) {
-    const v = body[kind];
-    if (v !== undefined && !Array.isArray(v)) details.push({ path: kind, message: 'expected an array' });
+    const k = shape[kind];
+    if (k !== undefined && k !== 'array') details.push({ path: kind, message: 'expected an array' });
   }
   if (details.length > 0) throw validationError(`${details[0]!.path} must be an array`, details);
-  const executions = (body.executions as unknown[] | undefined) ?? [];
-  let logs = ((body.logs as unknown[] | undefined) ?? []).length;
-  for (const e of executions) if (isObject(e) && Array.isArray(e.logs)) logs += e.logs.length;
   const counts = {
-    executions: executions.length,
-    logs,
-    metrics: ((body.metrics as unknown[] | undefined) ?? []).length,
+    executions: shape.executionCount,
+    logs: shape.logCount + shape.inlineLogs,
+    metrics: shape.metricCount,
   };
   for (const kind of ['executions', 'logs', 'metrics'] as const) {
     if (counts[kind] > limits[kind]) {
@@ -64,4 +100,21 @@ export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits):
     }
   }
   return counts;
+}
+
+/** The envelope check of a parsed body (for routes that need the parsed body anyway). */
+export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits): ItemCounts {
+  return checkEnvelopeShape(envelopeShape(body), keyMode, limits);
+}
+
+/**
+ * The envelope check of the body's bytes, answering exactly as `checkEnvelope(parseJson(buf), …)` does,
+ * invalid JSON included, but without building the value.
+ */
+export function checkEnvelopeBytes(buf: Uint8Array, keyMode: Mode, limits: ItemLimits): ItemCounts {
+  const scan = scanEnvelope(buf);
+  if (!scan.ok) {
+    throw validationError('the body is not valid JSON', [{ path: '', message: scan.message }]);
+  }
+  return checkEnvelopeShape(scan.shape, keyMode, limits);
 }

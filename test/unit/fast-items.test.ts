@@ -1,7 +1,17 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fastExecutionItem, fastLogItem, fastMetricPoint } from '../../pipeline/fast-items.js';
+import { buildTemplate, stampBody } from '../../bench/traffic.js';
+import {
+  FAST_PATH,
+  type FastPath,
+  fastExecutionItem,
+  fastLogItem,
+  fastMetricPoint,
+  ZOD_ONLY,
+} from '../../pipeline/fast-items.js';
+import { compileOutcomeRules } from '../../pipeline/outcome-rules.js';
+import { type ProcessContext, processPayload } from '../../pipeline/process-payload.js';
 import {
   executionItemSchema,
   INGEST_ITEM_LIMITS,
@@ -504,5 +514,77 @@ describe('fast path agrees with the zod schemas', () => {
     // Not vacuous: the generators make valid items the fast path takes, and invalid ones.
     expect(tally.fast).toBeGreaterThan(RUNS / 10);
     expect(tally.refused).toBeGreaterThan(RUNS / 10);
+  });
+});
+
+const CTX: ProcessContext = {
+  mode: 'test',
+  requestId: 'req_fast',
+  receivedAt: Date.UTC(2026, 10, 21, 10, 5),
+};
+
+const RULES = compileOutcomeRules([
+  { match: { method: 'POST' }, outcome: 'failed' },
+  { match: { field: { path: 'ok', equals: false } }, outcome: 'failed' },
+  { match: { exceptionType: 'x', statusCodes: '200-299' }, outcome: 'success' },
+] as never);
+
+const resource = shaped({
+  service: { ok: lenString(1, L.service) },
+  environment: { ok: lenString(1, L.environment) },
+  mode: { ok: mode },
+});
+
+const payload = fc.record(
+  {
+    resource: resource.any,
+    executions: fc.array(fc.oneof({ arbitrary: execution.any, weight: 4 }, WRONG), { maxLength: 4 }),
+    logs: fc.array(fc.oneof({ arbitrary: log.any, weight: 4 }, WRONG), { maxLength: 3 }),
+    metrics: fc.array(fc.oneof({ arbitrary: metric, weight: 4 }, WRONG), { maxLength: 3 }),
+  },
+  { requiredKeys: ['executions'] },
+);
+
+function counting(fast: FastPath): { fastPath: FastPath; fellBack: () => number } {
+  let fellBack = 0;
+  const wrap =
+    <T>(f: (raw: Obj) => T | undefined) =>
+    (raw: Obj) => {
+      const out = f(raw);
+      if (out === undefined) fellBack++;
+      return out;
+    };
+  return {
+    fastPath: { execution: wrap(fast.execution), log: wrap(fast.log), metric: wrap(fast.metric) },
+    fellBack: () => fellBack,
+  };
+}
+
+describe('processPayload with and without the fast path', () => {
+  it('gives the same records and rejections for generated payloads', () => {
+    fc.assert(
+      fc.property(payload, fc.boolean(), (body, withRules) => {
+        // As the worker sees it: a freshly parsed body for each run, since processing fills defaults in.
+        const text = JSON.stringify(body);
+        const options = withRules ? { classifyRules: RULES } : {};
+        const fast = processPayload(JSON.parse(text), CTX, options);
+        const zod = processPayload(JSON.parse(text), CTX, { ...options, fastPath: ZOD_ONLY });
+        expectSame(fast, zod);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('takes every item of the benchmark bodies on the fast path', () => {
+    for (const seed of [1, 2, 3]) {
+      const text = stampBody(buildTemplate(seed, 'x', 500), seed).toString('utf8');
+      const { fastPath, fellBack } = counting(FAST_PATH);
+      const fast = processPayload(JSON.parse(text), CTX, { fastPath });
+      expect(fast.rejections).toEqual([]);
+      expect(fast.executions).toHaveLength(500);
+      expect(fast.logs.length).toBeGreaterThan(500);
+      expect(fellBack()).toBe(0);
+      expectSame(fast, processPayload(JSON.parse(text), CTX, { fastPath: ZOD_ONLY }));
+    }
   });
 });

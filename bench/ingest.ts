@@ -204,6 +204,8 @@ export interface RunResult {
     cpuMicrosPerExecution: number | null;
     peakRssMiB: number | null;
     natsPeakRssMiB: number | null;
+    /** Of cpuSeconds, the nats-server's. */
+    natsCpuSeconds: number | null;
   };
   benchCpuSeconds: number;
   timeline: Sample[];
@@ -353,6 +355,7 @@ async function runOnce(
         cpuMicrosPerExecution: cpuSeconds !== null && visible > 0 ? (cpuSeconds * 1e6) / visible : null,
         peakRssMiB: svc ? (sampler.peakRssByPid.get(svc.pid) ?? null) : null,
         natsPeakRssMiB: natsPeak,
+        natsCpuSeconds: natsPid ? (sampler.cpuByPid.get(natsPid) ?? null) : null,
       },
       benchCpuSeconds: (cpuBench.user + cpuBench.system) / 1e6,
       timeline,
@@ -404,7 +407,10 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
     ['stored / raw publish', raw ? fmt(r.storedExecPerSec / raw, 2) : '–'],
     ['JSON.parse exec/s per thread (ceiling)', fmt(parse)],
     ['stored / JSON.parse one thread', parse ? fmt(r.storedExecPerSec / parse, 2) : '–'],
-    ['service CPU seconds (node + nats-server)', fmt(r.service.cpuSeconds, 1)],
+    [
+      'service CPU seconds (node + nats-server)',
+      `${fmt(r.service.cpuSeconds, 1)} (nats-server ${fmt(r.service.natsCpuSeconds, 1)})`,
+    ],
     ['service CPU µs per execution', fmt(r.service.cpuMicrosPerExecution, 1)],
     [
       'service peak RSS',

@@ -17,6 +17,7 @@ import type {
   ProcessedPayload,
 } from '../schemas/records.js';
 import { type Classification, type ClassifyRules, classifyExecution } from './classify.js';
+import { FAST_PATH, type FastPath } from './fast-items.js';
 import { deterministicUlid, fillResourceDefaults, type ResourceDefaults } from './normalize.js';
 import {
   redactServiceKeys,
@@ -38,6 +39,11 @@ export interface ProcessContext {
 export interface ProcessOptions {
   /** The workspace's outcome rules (CONTRACT §5 step 1); without it classification starts at step 2. */
   classifyRules?: ClassifyRules;
+  /**
+   * The validators tried before the zod schemas (pipeline/fast-items.ts), FAST_PATH unless given. Tests pass
+   * ZOD_ONLY to check the output is the same without them, or a wrapper to count what falls back.
+   */
+  fastPath?: FastPath;
 }
 
 // A hopeless item (every field wrong, thousands of frames) must not make a huge rejection record.
@@ -78,15 +84,13 @@ class PayloadProcessor {
   private readonly ctx: ProcessContext;
   private readonly resource: ResourceDefaults | undefined;
   private readonly classifyRules: ClassifyRules | undefined;
+  private readonly fast: FastPath;
 
-  constructor(
-    ctx: ProcessContext,
-    resource: ResourceDefaults | undefined,
-    classifyRules: ClassifyRules | undefined,
-  ) {
+  constructor(ctx: ProcessContext, resource: ResourceDefaults | undefined, options: ProcessOptions) {
     this.ctx = ctx;
     this.resource = resource;
-    this.classifyRules = classifyRules;
+    this.classifyRules = options.classifyRules;
+    this.fast = options.fastPath ?? FAST_PATH;
   }
 
   private reject(
@@ -98,8 +102,17 @@ class PayloadProcessor {
     this.out.rejections.push({ kind, index, code, details });
   }
 
-  /** Steps 1–3 (resource defaults, mode, validation) for a top-level item; null when it was rejected. */
-  private admit<T>(kind: ItemKind, index: number, raw: unknown, schema: z.ZodType<T>): T | null {
+  /**
+   * Steps 1–3 (resource defaults, mode, validation) for a top-level item; null when it was rejected. The fast
+   * path answers for the common shapes; zod for everything else, with the error details.
+   */
+  private admit<T>(
+    kind: ItemKind,
+    index: number,
+    raw: unknown,
+    fast: (raw: Record<string, unknown>) => T | undefined,
+    schema: z.ZodType<T>,
+  ): T | null {
     if (!isObject(raw)) {
       this.reject(kind, index, 'VALIDATION_ERROR', [NOT_AN_OBJECT]);
       return null;
@@ -110,6 +123,8 @@ class PayloadProcessor {
       this.reject(kind, index, 'FORBIDDEN', [forbidden]);
       return null;
     }
+    const item = fast(raw);
+    if (item !== undefined) return item;
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
       this.reject(kind, index, 'VALIDATION_ERROR', toDetails(parsed.error, ''));
@@ -119,7 +134,7 @@ class PayloadProcessor {
   }
 
   execution(raw: unknown, index: number): void {
-    const item = this.admit('executions', index, raw, executionItemSchema);
+    const item = this.admit('executions', index, raw, this.fast.execution, executionItemSchema);
     if (item === null) return;
     const state: ScrubState = { truncated: false };
     scrubExecutionItem(item, state);
@@ -149,6 +164,11 @@ class PayloadProcessor {
         continue;
       }
       inheritFromExecution(raw, execution);
+      const item = this.fast.log(raw);
+      if (item !== undefined) {
+        this.out.logs.push(toLogRecord(item));
+        continue;
+      }
       const parsed = logItemSchema.safeParse(raw);
       if (!parsed.success) {
         this.reject('executions', index, 'VALIDATION_ERROR', toDetails(parsed.error, prefix));
@@ -159,12 +179,12 @@ class PayloadProcessor {
   }
 
   log(raw: unknown, index: number): void {
-    const item = this.admit('logs', index, raw, logItemSchema);
+    const item = this.admit('logs', index, raw, this.fast.log, logItemSchema);
     if (item !== null) this.out.logs.push(toLogRecord(item));
   }
 
   metric(raw: unknown, index: number): void {
-    const item = this.admit('metrics', index, raw, metricPointSchema);
+    const item = this.admit('metrics', index, raw, this.fast.metric, metricPointSchema);
     if (item !== null) this.out.metrics.push(toMetricRecord(item));
   }
 }
@@ -268,7 +288,7 @@ export function processPayload(
 ): ProcessedPayload {
   if (!isObject(payload)) return { executions: [], logs: [], metrics: [], rejections: [] };
   const resource = isObject(payload.resource) ? payload.resource : undefined;
-  const processor = new PayloadProcessor(ctx, resource, options.classifyRules);
+  const processor = new PayloadProcessor(ctx, resource, options);
   const executions = Array.isArray(payload.executions) ? payload.executions : NO_ITEMS;
   for (let i = 0; i < executions.length; i++) processor.execution(executions[i], i);
   const logs = Array.isArray(payload.logs) ? payload.logs : NO_ITEMS;

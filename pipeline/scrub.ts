@@ -115,8 +115,8 @@ export function scrubHeaders<T extends Record<string, unknown>>(headers: T, stat
 }
 
 /*
- * Per-kind scrubbing. Each takes the validator's own copy of an item (zod builds a fresh object for every
- * z.object) and rewrites its fields in place; nested client values (context, attributes…) are still only
+ * Per-kind scrubbing. Each takes the validator's own copy of an item (zod, and the fast path of
+ * fast-items.ts, build a fresh object for every z.object) and rewrites its fields in place; nested client values (context, attributes…) are still only
  * copied on write, since they may be the parsed payload's own objects.
  */
 

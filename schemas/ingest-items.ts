@@ -7,6 +7,12 @@ import { EXECUTION_SOURCES, LOG_LEVELS, MODES, OUTCOMES } from './records.js';
  * null for an unset property, and it means the same as leaving it out.
  *
  * The schemas are built once, at module load: they run for every item, at tens of thousands a second.
+ *
+ * These zod schemas are the one definition of the contract. pipeline/fast-items.ts holds hand-written
+ * validators for the common shapes that must follow them exactly (same acceptance, same output, same key
+ * order): it shares the rules below (limits, regexes, the timestamp, context and attributes checks) rather than
+ * restating them, and test/unit/fast-items.test.ts checks the two agree. Change a rule here, and the fast path
+ * and that test with it.
  */
 
 export const INGEST_ITEM_LIMITS = {
@@ -23,6 +29,16 @@ export const INGEST_ITEM_LIMITS = {
   maxTags: 20,
 } as const;
 
+/** Lengths of the plain string fields, in UTF-16 code units (what zod's min/max count). */
+export const INGEST_STRING_LIMITS = {
+  id: 128,
+  service: 128,
+  environment: 64,
+  endpoint: 512,
+  method: 32,
+  metricName: 200,
+} as const;
+
 export type Scalar = string | number | boolean | null;
 
 /** Context and nested response fields: objects all the way down, scalar leaves, no arrays. */
@@ -37,8 +53,9 @@ const TIMESTAMP_MESSAGE =
   'expected an RFC 3339 timestamp with a time zone (Z or ±hh:mm) or epoch milliseconds';
 const RFC3339_RE =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
-const EXECUTION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
-const METRIC_NAME_RE = /^[A-Za-z_][A-Za-z0-9_.]*$/;
+// Not global: a global regex keeps state (lastIndex) between tests, and these are shared with the fast path.
+export const EXECUTION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+export const METRIC_NAME_RE = /^[A-Za-z_][A-Za-z0-9_.]*$/;
 
 function daysInMonth(year: number, month: number): number {
   if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
@@ -72,22 +89,31 @@ export function parseRfc3339(text: string): number | null {
   return Date.UTC(year, month - 1, day, hour, minute, second, ms) - offsetMinutes * 60_000;
 }
 
+/**
+ * Whole epoch milliseconds of a timestamp that passed the string-or-finite-number check, or null when it is
+ * not a time the contract accepts (fractions of a ms are floored).
+ */
+export function epochMsOf(value: string | number): number | null {
+  const ms = typeof value === 'number' ? Math.floor(value) : parseRfc3339(value);
+  return ms !== null && ms >= 0 && ms <= MAX_EPOCH_MS ? ms : null;
+}
+
 /** RFC 3339 text or epoch milliseconds in; whole epoch milliseconds out (fractions of a ms are floored). */
 export const epochMsSchema = z
   .union([z.string(), z.number()], { error: TIMESTAMP_MESSAGE })
   .transform((value, ctx) => {
-    const ms = typeof value === 'number' ? Math.floor(value) : parseRfc3339(value);
-    if (ms === null || !(ms >= 0 && ms <= MAX_EPOCH_MS)) {
+    const ms = epochMsOf(value);
+    if (ms === null) {
       ctx.issues.push({ code: 'custom', message: TIMESTAMP_MESSAGE, input: value });
       return z.NEVER;
     }
     return ms;
   });
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
+export const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-interface TreeProblem {
+export interface TreeProblem {
   path: string[];
   message: string;
 }
@@ -140,29 +166,29 @@ function checkScalarTree(
 
 const scalarTreeInput = z.custom<ScalarTree>(isObject, { error: 'expected an object' });
 
-export const contextSchema = scalarTreeInput.superRefine((context, ctx) => {
+/** The first problem of an execution's context (an object), or null when it is a valid one. */
+export function contextProblem(context: Record<string, unknown>): TreeProblem | null {
   const count: TreeCount = { leaves: 0, charBound: 2 };
   const problem = checkScalarTree(context, 1, INGEST_ITEM_LIMITS.contextMaxDepth, count);
-  if (problem !== null) {
-    ctx.addIssue({ code: 'custom', message: problem.message, path: problem.path });
-    return;
-  }
+  if (problem !== null) return problem;
   if (count.leaves > INGEST_ITEM_LIMITS.contextMaxLeaves) {
-    ctx.addIssue({
-      code: 'custom',
+    return {
+      path: [],
       message: `at most ${INGEST_ITEM_LIMITS.contextMaxLeaves} leaves, got ${count.leaves}`,
-    });
-    return;
+    };
   }
   if (
     count.charBound > INGEST_ITEM_LIMITS.contextMaxChars &&
     JSON.stringify(context).length > INGEST_ITEM_LIMITS.contextMaxChars
   ) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `at most ${INGEST_ITEM_LIMITS.contextMaxChars} characters of JSON`,
-    });
+    return { path: [], message: `at most ${INGEST_ITEM_LIMITS.contextMaxChars} characters of JSON` };
   }
+  return null;
+}
+
+export const contextSchema = scalarTreeInput.superRefine((context, ctx) => {
+  const problem = contextProblem(context);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem.message, path: problem.path });
 });
 
 function flattenInto(node: Record<string, unknown>, prefix: string, out: Record<string, Scalar>): void {
@@ -202,24 +228,28 @@ function exceedsDepth(value: unknown, depthLeft: number): boolean {
   return false;
 }
 
+/** Whether log attributes (an object) stay within the depth limit. */
+export const attributesWithinDepth = (attributes: Record<string, unknown>): boolean =>
+  !exceedsDepth(attributes, INGEST_ITEM_LIMITS.attributesMaxDepth);
+
 /** Log attributes: any JSON object (arrays allowed), bounded in depth. */
 export const attributesSchema = z
   .custom<Record<string, unknown>>(isObject, { error: 'expected an object' })
-  .refine((attributes) => !exceedsDepth(attributes, INGEST_ITEM_LIMITS.attributesMaxDepth), {
+  .refine(attributesWithinDepth, {
     message: `nested deeper than ${INGEST_ITEM_LIMITS.attributesMaxDepth} levels`,
   });
 
 const scalarSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
-const idSchema = z.string().min(1).max(128);
+const idSchema = z.string().min(1).max(INGEST_STRING_LIMITS.id);
 export const executionIdSchema = z
   .string()
   .regex(EXECUTION_ID_RE, { error: 'expected 1–128 characters of A-Z a-z 0-9 . _ : -' });
-const serviceSchema = z.string().min(1).max(128);
+const serviceSchema = z.string().min(1).max(INGEST_STRING_LIMITS.service);
 /** `environment` defaults to `default` when neither the item nor the resource names one. */
 const environmentSchema = z
   .string()
   .min(1)
-  .max(64)
+  .max(INGEST_STRING_LIMITS.environment)
   .nullish()
   .transform((environment) => environment ?? 'default');
 const modeSchema = z.enum(MODES);
@@ -261,6 +291,8 @@ export const outcomeEvidenceSchema = z.object({
   verdict: z.enum(['failed', 'success']).nullish(),
 });
 
+export const outcomeEvidenceListSchema = z.array(outcomeEvidenceSchema);
+
 export const executionItemSchema = z
   .object({
     executionId: executionIdSchema.nullish(),
@@ -274,11 +306,11 @@ export const executionItemSchema = z
       .enum(EXECUTION_SOURCES)
       .nullish()
       .transform((source) => source ?? 'http'),
-    endpoint: z.string().min(1).max(512),
+    endpoint: z.string().min(1).max(INGEST_STRING_LIMITS.endpoint),
     method: z
       .string()
       .min(1)
-      .max(32)
+      .max(INGEST_STRING_LIMITS.method)
       .nullish()
       .transform((method) => (method == null ? null : method.toUpperCase())),
     startedAt: epochMsSchema,
@@ -292,7 +324,7 @@ export const executionItemSchema = z
     response: responseSchema.nullish(),
     context: contextSchema.nullish(),
     exception: exceptionSchema.nullish(),
-    outcomeEvidence: z.array(outcomeEvidenceSchema).nullish(),
+    outcomeEvidence: outcomeEvidenceListSchema.nullish(),
     fingerprint: z.array(z.string()).nullish(),
     /**
      * Log records of this execution. Each is checked on its own with logItemSchema after inheriting the
@@ -331,7 +363,10 @@ export const logItemSchema = z.object({
 });
 
 const metricShape = {
-  name: z.string().max(200).regex(METRIC_NAME_RE, { error: 'expected [A-Za-z_][A-Za-z0-9_.]*' }),
+  name: z
+    .string()
+    .max(INGEST_STRING_LIMITS.metricName)
+    .regex(METRIC_NAME_RE, { error: 'expected [A-Za-z_][A-Za-z0-9_.]*' }),
   unit: z.string().nullish(),
   timestamp: epochMsSchema,
   service: serviceSchema,
@@ -368,7 +403,7 @@ export const metricPointSchema = z.discriminatedUnion('type', [
 /** The envelope's `resource`: fills service, environment and mode of every item that omits them. */
 export const resourceSchema = z.object({
   service: serviceSchema.nullish(),
-  environment: z.string().min(1).max(64).nullish(),
+  environment: z.string().min(1).max(INGEST_STRING_LIMITS.environment).nullish(),
   mode: modeSchema.nullish(),
 });
 

@@ -263,6 +263,9 @@ export class Sampler {
     return ((await res.json()) as { total: number }).total;
   }
 
+  /** CPU seconds of each process since the sampler started, by pid. */
+  readonly cpuByPid = new Map<number, number>();
+  readonly cpu0ByPid = new Map<number, number>();
   /** Peak RSS of each process seen (VmHWM), by pid. */
   readonly peakRssByPid = new Map<number, number>();
 
@@ -272,7 +275,10 @@ export class Sampler {
     const all = await Promise.all(pids.map((p) => procStats(p).catch(() => null)));
     pids.forEach((p, i) => {
       const s = all[i];
-      if (s) this.peakRssByPid.set(p, Math.max(this.peakRssByPid.get(p) ?? 0, s.peakRssMiB));
+      if (!s) return;
+      this.peakRssByPid.set(p, Math.max(this.peakRssByPid.get(p) ?? 0, s.peakRssMiB));
+      if (!this.cpu0ByPid.has(p)) this.cpu0ByPid.set(p, s.cpuSeconds);
+      this.cpuByPid.set(p, s.cpuSeconds - this.cpu0ByPid.get(p)!);
     });
     const ok = all.filter((s) => s !== null);
     return {

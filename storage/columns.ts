@@ -17,11 +17,20 @@ export interface ColumnChunk {
   /** Start of the UTC hour the rows fall in (epoch ms): the partition. */
   hour: number;
   rows: number;
-  /** The dataset's columns, then `extra`'s, in that order. */
-  columns: ColumnData[];
+  /**
+   * Every array of every column, back to back: one buffer to move between threads per chunk, and a handful of
+   * objects for postMessage to clone, where separate arrays made a flush's task thousands of each (measured:
+   * 20 ms of the main thread per 30,000 executions). `columnsOf` gives the columns back as views.
+   */
+  buffer: ArrayBuffer;
+  /** Per column (the dataset's, then `extra`'s), LAYOUT_INTS byte positions in `buffer`; see `pack`. */
+  layout: Int32Array;
   /** Columns beyond the dataset's fixed ones (indexed context), which differ from workspace to workspace. */
   extra: ColumnDef[];
 }
+
+/** Per column: values (or utf8 offsets) at, bytes; utf8 data at, bytes; validity at, bytes (at -1: none). */
+const LAYOUT_INTS = 6;
 
 export type CellValue = string | number | boolean | null;
 
@@ -149,19 +158,69 @@ export class ChunkSet {
     const out: ColumnChunk[] = [];
     for (const { dataset, hour, builder } of this.#parts.values()) {
       const columns = builder.defs.map((def, c) => buildColumn(def.type, builder.cells[c]!, def.nullable));
-      out.push({ dataset, hour, rows: builder.rows, columns, extra: this.#extra[dataset] ?? [] });
+      out.push({ dataset, hour, rows: builder.rows, ...pack(columns), extra: this.#extra[dataset] ?? [] });
     }
     return out;
   }
 }
 
-/** The buffers a chunk owns: handed to the worker transfer list so they move instead of being copied. */
-export function chunkBuffers(chunk: ColumnChunk): ArrayBuffer[] {
-  const out: ArrayBuffer[] = [];
-  for (const c of chunk.columns) {
-    if (c.t === 'utf8') out.push(c.offsets.buffer as ArrayBuffer, c.data.buffer as ArrayBuffer);
-    else out.push(c.values.buffer as ArrayBuffer);
-    if (c.valid) out.push(c.valid.buffer as ArrayBuffer);
+type Arr = Int32Array | Float64Array | Uint8Array;
+
+/** The columns' arrays copied into one buffer, each at an 8-byte boundary (a Float64Array view needs it). */
+export function pack(columns: ColumnData[]): { buffer: ArrayBuffer; layout: Int32Array } {
+  const layout = new Int32Array(columns.length * LAYOUT_INTS).fill(-1);
+  const arrays: (Arr | null)[] = [];
+  for (const c of columns) {
+    arrays.push(c.t === 'utf8' ? c.offsets : c.values, c.t === 'utf8' ? c.data : null, c.valid);
   }
-  return out;
+  let size = 0;
+  arrays.forEach((a, i) => {
+    if (a === null) return;
+    layout[i * 2] = size;
+    layout[i * 2 + 1] = a.byteLength;
+    size += (a.byteLength + 7) & ~7;
+  });
+  const buffer = new ArrayBuffer(size);
+  const bytes = new Uint8Array(buffer);
+  arrays.forEach((a, i) => {
+    if (a !== null) bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), layout[i * 2]!);
+  });
+  return { buffer, layout };
+}
+
+/** A chunk's columns, as views into its buffer, typed by the dataset's column definitions. */
+export function columnsOf(chunk: ColumnChunk): ColumnData[] {
+  const defs = [...DATASETS[chunk.dataset], ...chunk.extra];
+  const { buffer, layout } = chunk;
+  const view = (slot: number) => {
+    const at = layout[slot * 2]!;
+    return at < 0 ? null : { at, bytes: layout[slot * 2 + 1]! };
+  };
+  return defs.map((def, c): ColumnData => {
+    const main = view(c * 3)!;
+    const v = view(c * 3 + 2);
+    const valid = v ? new Uint8Array(buffer, v.at, v.bytes) : null;
+    switch (def.type) {
+      case 'utf8': {
+        const d = view(c * 3 + 1)!;
+        return {
+          t: 'utf8',
+          offsets: new Int32Array(buffer, main.at, main.bytes / 4),
+          data: new Uint8Array(buffer, d.at, d.bytes),
+          valid,
+        };
+      }
+      case 'i32':
+        return { t: 'i32', values: new Int32Array(buffer, main.at, main.bytes / 4), valid };
+      case 'bool':
+        return { t: 'bool', values: new Uint8Array(buffer, main.at, main.bytes), valid };
+      default:
+        return { t: def.type, values: new Float64Array(buffer, main.at, main.bytes / 8), valid };
+    }
+  });
+}
+
+/** The buffer a chunk owns: handed to the worker transfer list so it moves instead of being copied. */
+export function chunkBuffers(chunk: ColumnChunk): ArrayBuffer[] {
+  return [chunk.buffer];
 }

@@ -16,7 +16,7 @@ import {
   Utf8,
 } from 'apache-arrow';
 import { Compression, Table as WasmTable, WriterPropertiesBuilder, writeParquet } from 'parquet-wasm';
-import type { ColumnChunk, ColumnData } from './columns.js';
+import { type ColumnChunk, type ColumnData, columnsOf } from './columns.js';
 import { type ColumnDef, DATASETS, type DatasetName } from './datasets.js';
 
 /**
@@ -157,11 +157,12 @@ export function encodeParquet(dataset: DatasetName, chunks: ColumnChunk[], codec
   const defs = [...fixed, ...extra.values()];
   const total = chunks.reduce((s, c) => s + c.rows, 0);
   const fields = defs.map((d) => new Field(d.name, arrowType(d), d.nullable));
+  const columns = chunks.map(columnsOf);
   const partsOf = (d: ColumnDef, i: number) =>
-    chunks.map((c) => {
-      if (i < fixed.length) return c.columns[i]!;
+    chunks.map((c, k) => {
+      if (i < fixed.length) return columns[k]![i]!;
       const at = c.extra.findIndex((e) => e.name === d.name);
-      return at === -1 ? nullColumn(d, c.rows) : c.columns[fixed.length + at]!;
+      return at === -1 ? nullColumn(d, c.rows) : columns[k]![fixed.length + at]!;
     });
   const children = defs.map((d, i) => concatColumn(d, partsOf(d, i), total));
   const schema = new Schema(fields);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { utf8Column } from '../../storage/columns.js';
+import { type CellValue, ChunkSet, chunkBuffers, columnsOf, utf8Column } from '../../storage/columns.js';
+import { type ColumnType, DATASETS } from '../../storage/datasets.js';
 
 /** What a string column must hold: each value's UTF-8 bytes, end to end, and where each ends. */
 function reference(values: readonly (string | null)[]): { offsets: number[]; data: Buffer } {
@@ -29,6 +30,52 @@ describe('utf8Column', () => {
         expect(column.data.byteLength).toBe(column.data.buffer.byteLength);
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('chunks: one packed buffer per chunk, columns back as views', () => {
+  const defs = DATASETS.logs;
+  const cell = (type: ColumnType, nullable: boolean) => {
+    const value =
+      type === 'utf8'
+        ? fc.string({ maxLength: 12 })
+        : type === 'bool'
+          ? fc.boolean()
+          : type === 'i32'
+            ? fc.integer({ min: -1000, max: 1000 })
+            : fc.integer({ min: 0, max: 2 ** 40 });
+    return nullable ? fc.option(value as fc.Arbitrary<CellValue>, { nil: null }) : value;
+  };
+  const row = fc.tuple(...defs.map((d) => cell(d.type, d.nullable)));
+
+  it('gives back every cell of every row, nulls included', () => {
+    fc.assert(
+      fc.property(fc.array(row, { minLength: 1, maxLength: 20 }), (rows) => {
+        const set = new ChunkSet();
+        for (const r of rows) set.add('logs', 1_700_000_000_000, r as CellValue[]);
+        const [chunk] = set.finish();
+        expect(chunkBuffers(chunk!)).toEqual([chunk!.buffer]);
+        const columns = columnsOf(chunk!);
+        defs.forEach((d, c) => {
+          const col = columns[c]!;
+          rows.forEach((r, i) => {
+            const want = r[c] as CellValue;
+            if (col.valid && col.valid[i] === 0) {
+              expect(want).toBeNull();
+              return;
+            }
+            if (col.t === 'utf8') {
+              const text = Buffer.from(col.data.subarray(col.offsets[i], col.offsets[i + 1])).toString(
+                'utf8',
+              );
+              expect(text).toBe(Buffer.from(want as string, 'utf8').toString('utf8'));
+            } else if (col.t === 'bool') expect(col.values[i] === 1).toBe(want);
+            else expect(col.values[i]).toBe(want);
+          });
+        });
+      }),
+      { numRuns: 200 },
     );
   });
 });

@@ -57,7 +57,7 @@ describe('chunks: one packed buffer per chunk, columns back as views', () => {
         const [chunk] = set.finish();
         expect(chunkBuffers(chunk!)).toEqual([chunk!.buffer]);
         const columns = columnsOf(chunk!);
-        defs.forEach((d, c) => {
+        defs.forEach((_def, c) => {
           const col = columns[c]!;
           rows.forEach((r, i) => {
             const want = r[c] as CellValue;

@@ -24,16 +24,22 @@ import {
 
 const HOUR_MS = 3_600_000;
 
-/** Per dataset: the rows kept (one per execution) and their order in the merged file. */
+/**
+ * Per dataset: the rows kept and their order in the merged file. Executions are deduplicated (the first stored
+ * copy of each id is kept) when their hour has ended: the contract's promise. Merges while the hour is still
+ * written only cut the number of files, so they skip that window over every row (a third of a merge's cost).
+ */
 const SELECT: Record<DatasetName, string> = {
-  executions: `SELECT * FROM read_parquet($files, union_by_name = true)
-    QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
-    ORDER BY service, started_at`,
+  executions: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, started_at',
   logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp, ingest_seq',
   metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp, ingest_seq',
   rejections:
     'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at, ingest_seq, kind, item_index',
 };
+
+const DEDUPLICATED_EXECUTIONS = `SELECT * FROM read_parquet($files, union_by_name = true)
+  QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
+  ORDER BY service, started_at`;
 
 export interface CompactionOptions {
   /** While an hour is still written, its small files are merged once there are this many. */
@@ -85,7 +91,7 @@ export async function compactPartition(
     const rowGroup = dataset === 'executions' ? 32_768 : 122_880;
     const tmpPath = `${outPath}.tmp`;
     await engine.all(
-      `COPY (${SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
+      `COPY (${hourEnded && dataset === 'executions' ? DEDUPLICATED_EXECUTIONS : SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
       { files: inputs.map((n) => path.join(dir, n)) },
     );
     const written = [tmpPath];

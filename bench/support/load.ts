@@ -269,6 +269,14 @@ export class Sampler {
   /** Peak RSS of each process seen (VmHWM), by pid. */
   readonly peakRssByPid = new Map<number, number>();
 
+  /** svc_pipeline_lag_messages from /metrics; null when it does not answer (a token is required, say). */
+  async lagMessages(): Promise<number | null> {
+    const text = await fetch(`${this.url}/metrics`)
+      .then((r) => (r.ok ? r.text() : ''))
+      .catch(() => '');
+    return promValue(text, 'svc_pipeline_lag_messages');
+  }
+
   async cpuAndRss(): Promise<{ cpuSeconds: number; rssMiB: number; peakRssMiB: number } | null> {
     const pids = this.pids();
     if (pids.length === 0) return null;
@@ -298,11 +306,9 @@ export class Sampler {
     this.#busy = true;
     try {
       const accepted = this.accepted();
-      const [visible, metrics, proc] = await Promise.all([
+      const [visible, lagMessages, proc] = await Promise.all([
         this.visible(),
-        fetch(`${this.url}/metrics`)
-          .then((r) => (r.ok ? r.text() : ''))
-          .catch(() => ''),
+        this.lagMessages(),
         this.cpuAndRss(),
       ]);
       if (proc) this.peakRssMiB = Math.max(this.peakRssMiB, proc.peakRssMiB);
@@ -310,7 +316,7 @@ export class Sampler {
         t: (performance.now() - this.t0) / 1000,
         accepted,
         visible,
-        lagMessages: promValue(metrics, 'svc_pipeline_lag_messages'),
+        lagMessages,
         cpuSeconds: proc && this.#cpu0 !== null ? proc.cpuSeconds - this.#cpu0 : null,
         rssMiB: proc?.rssMiB ?? null,
       };

@@ -155,7 +155,7 @@ async function wire(
     }
     let listenUrl: string | null = null;
     if (role !== 'pipeline') {
-      engine = await QueryEngine.open(config.dataDir);
+      engine = await QueryEngine.open(config.dataDir, undefined, config.QUERY_MEMORY_MB);
       app = await buildApp({ config, broker, control, engine, pipeline }, log);
       if (opts.listen) listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
       else await app.ready();

@@ -52,6 +52,8 @@ export const configSchema = z.object({
   COMPACTION_GRACE_MS: int(300_000, 0),
   /** Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows). */
   COMPACTION_MEMORY_MB: int(512, 128),
+  /** Memory the query engine's DuckDB may use before it spills to disk (DuckDB's own default is 80 % of RAM). */
+  QUERY_MEMORY_MB: int(1024, 128),
   /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */
   STREAM_MAX_AGE_HOURS: int(0, 0),
   STREAM_MAX_BYTES: int(10 * 1024 * MiB, 1 * MiB),

@@ -216,8 +216,60 @@ async function findExecutionRow(
   return rows[0] ?? null;
 }
 
-/** Compacted files whose id index exists (written with them; files compacted before indexes had none). */
-const indexed = new Map<string, boolean>();
+/**
+ * A compacted file's id index and the range of ids it holds (from its footer statistics; null bounds when the
+ * writer left them out); null when the file has none (compacted before indexes were written). Files are
+ * immutable once visible, so this is read once per file.
+ */
+interface IdIndex {
+  path: string;
+  min: string | null;
+  max: string | null;
+}
+const idIndexes = new Map<string, IdIndex | null>();
+
+async function idIndexesOf(engine: QueryEngine, compacted: string[]): Promise<(IdIndex | null)[]> {
+  const unknown = compacted.filter((p) => !idIndexes.has(p));
+  if (unknown.length > 0) {
+    const present = (
+      await Promise.all(
+        unknown.map((p) =>
+          fs.access(idIndexPath(p)).then(
+            () => p,
+            () => null,
+          ),
+        ),
+      )
+    ).filter((p) => p !== null);
+    const ranges =
+      present.length === 0
+        ? []
+        : await engine.all(
+            `SELECT file_name, min(stats_min_value) AS min, max(stats_max_value) AS max,
+               count(*) FILTER (WHERE stats_min_value IS NULL OR stats_max_value IS NULL) AS open
+             FROM parquet_metadata($files) WHERE path_in_schema = 'execution_id' GROUP BY file_name`,
+            { files: present.map(idIndexPath) },
+          );
+    const byIndex = new Map(ranges.map((r) => [r.file_name as string, r]));
+    if (idIndexes.size > 100_000) idIndexes.clear();
+    for (const p of unknown) {
+      const r = byIndex.get(idIndexPath(p));
+      // One row group without statistics leaves the file's range open.
+      const bounded = r && Number(r.open) === 0;
+      idIndexes.set(
+        p,
+        present.includes(p)
+          ? {
+              path: idIndexPath(p),
+              min: bounded ? (r.min as string) : null,
+              max: bounded ? (r.max as string) : null,
+            }
+          : null,
+      );
+    }
+  }
+  return compacted.map((p) => idIndexes.get(p) ?? null);
+}
 
 /** Where an execution may be: files to read, and when the id index placed it, its service and start. */
 interface Located {
@@ -228,32 +280,25 @@ interface Located {
 
 /**
  * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (one small
- * row group per index, found by its statistics), every other (recent, small) file as it is.
+ * row group per index, found by its statistics), every other (recent, small) file as it is. An index whose id
+ * range excludes the id is not even opened: with time-ordered ids (ULIDs) one hour's index is read, not all.
+ * Ids are ASCII (schemas/ingest-items.ts), so JavaScript's string order is DuckDB's.
  */
 async function locate(engine: QueryEngine, paths: string[], executionId: string): Promise<Located> {
-  const withIndex: string[] = [];
-  const rest: string[] = [];
-  for (const p of paths) {
-    if (!path.basename(p).startsWith(COMPACTED_PREFIX)) {
-      rest.push(p);
-      continue;
-    }
-    let has = indexed.get(p);
-    if (has === undefined) {
-      has = await fs.access(idIndexPath(p)).then(
-        () => true,
-        () => false,
-      );
-      if (indexed.size > 100_000) indexed.clear();
-      indexed.set(p, has);
-    }
-    (has ? withIndex : rest).push(p);
-  }
-  if (withIndex.length === 0) return { files: rest };
+  const compacted = paths.filter((p) => path.basename(p).startsWith(COMPACTED_PREFIX));
+  const rest = paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX));
+  const indexes = await idIndexesOf(engine, compacted);
+  const toSearch: string[] = [];
+  indexes.forEach((ix, i) => {
+    if (!ix) rest.push(compacted[i]!);
+    else if ((ix.min === null || ix.min <= executionId) && (ix.max === null || executionId <= ix.max))
+      toSearch.push(ix.path);
+  });
+  if (toSearch.length === 0) return { files: rest };
   const hits = await engine.all(
     `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms
      FROM read_parquet($files, filename = true) WHERE execution_id = $id`,
-    { files: withIndex.map(idIndexPath), id: executionId },
+    { files: toSearch, id: executionId },
   );
   const files = [...new Set(hits.map((h) => (h.filename as string).slice(0, -'.ids'.length))), ...rest];
   const only = hits.length === 1 && rest.length === 0 ? hits[0]! : null;

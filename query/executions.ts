@@ -48,6 +48,23 @@ const ORDER_BY: Record<ExecutionSort, string> = {
   durationMs: 'duration_ms ASC, execution_id ASC',
 };
 
+/**
+ * Per sort, the `$k` first values of its leading key in sort order (the key as an exact number: epoch
+ * microseconds for a timestamp), and the condition that keeps the rows at or before a bound in that order.
+ */
+const SORT_KEY: Record<ExecutionSort, { first: string; within: string }> = {
+  '-startedAt': {
+    first: 'max(epoch_us(started_at), $k)',
+    within: 'started_at >= make_timestamp($bound::BIGINT)',
+  },
+  startedAt: {
+    first: 'min(epoch_us(started_at), $k)',
+    within: 'started_at <= make_timestamp($bound::BIGINT)',
+  },
+  '-durationMs': { first: 'max(duration_ms, $k)', within: 'duration_ms >= $bound' },
+  durationMs: { first: 'min(duration_ms, $k)', within: 'duration_ms <= $bound' },
+};
+
 const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, endpoint, method, status_code,
   duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type`;
 
@@ -67,23 +84,34 @@ export function buildExecutionWhere(f: ExecutionFilter, col: ColumnRef = columnR
   return { sql: where.join('\n  AND '), params };
 }
 
-/** `available`: the columns the files have (absent: all of them), so a key indexed later reads as NULL. */
+/**
+ * A page in two statements. `head` scans the matching rows once for the total and `bound`: the leading sort
+ * key of the page's last row (or of the last row of all, when fewer match). `page` then sorts only the rows at
+ * or before `bound` in sort order (`$bound` bound by the caller): every row of the page is among them, as no
+ * row past the bound can precede the page's last row. So the full sort key, with its execution_id tie-break,
+ * is read for a page's worth of rows (plus ties) instead of for every match, and with the files sorted by
+ * service and start, the bound on started_at prunes row groups too.
+ *
+ * `available`: the columns the files have (absent: all of them), so a key indexed later reads as NULL.
+ */
 export function buildListQuery(
   f: ExecutionFilter,
   p: Page,
   available?: ReadonlySet<string>,
-): { list: BuiltQuery; count: BuiltQuery } {
+): { head: BuiltQuery; page: BuiltQuery } {
   const col = columnRef(available);
   const where = buildExecutionWhere(f, col);
   const matched =
     p.includeMatchedContext && f.context?.length
       ? `, ${f.context.map((c, k) => `${matchedValueSql(c.path, col)} AS matched_${k}`).join(', ')}`
       : '';
-  const list = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
-  const count = `SELECT count(*)::DOUBLE AS total\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
+  const key = SORT_KEY[p.sort];
+  const offset = (p.page - 1) * p.pageSize;
+  const head = `SELECT count(*)::DOUBLE AS total, ${key.first}[-1]::DOUBLE AS bound\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
+  const page = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\n  AND ${key.within}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
   return {
-    list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
-    count: { sql: count, params: where.params },
+    head: { sql: head, params: { ...where.params, k: offset + p.pageSize } },
+    page: { sql: page, params: { ...where.params, limit: p.pageSize, offset } },
   };
 }
 
@@ -153,10 +181,12 @@ export async function listExecutions(
   // Only a context search needs to know which indexed columns the files have.
   const available = f.context?.length ? await engine.columnsOf(paths) : undefined;
   const q = buildListQuery(f, p, available);
-  const [rows, count] = await Promise.all([
-    engine.all(q.list.sql, { ...q.list.params, files: paths }),
-    engine.all(q.count.sql, { ...q.count.params, files: paths }),
-  ]);
+  const [head] = await engine.all(q.head.sql, { ...q.head.params, files: paths });
+  const total = Number(head?.total ?? 0);
+  // Nothing on this page (or at all): the page statement would find no row.
+  if (total <= (p.page - 1) * p.pageSize || head?.bound === null || head?.bound === undefined)
+    return { data: [], total };
+  const rows = await engine.all(q.page.sql, { ...q.page.params, files: paths, bound: Number(head.bound) });
   const data = rows.map((r) => {
     const summary: ExecutionSummary = toSummary(r, f.mode);
     if (p.includeMatchedContext && f.context?.length) {
@@ -166,7 +196,7 @@ export async function listExecutions(
     }
     return summary;
   });
-  return { data, total: Number(count[0]?.total ?? 0) };
+  return { data, total };
 }
 
 export interface ExecutionDetail extends ExecutionSummary {

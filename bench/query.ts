@@ -138,8 +138,7 @@ const DETAIL_SQL = `SELECT execution_id, trace_id, service, environment, source,
   parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated
 FROM read_parquet($files, union_by_name = true)
 WHERE execution_id = $id
-ORDER BY received_at ASC, ingest_seq ASC
-LIMIT 1`;
+ORDER BY received_at ASC, ingest_seq ASC`;
 
 async function listScenario(
   dataDir: string,
@@ -210,7 +209,7 @@ async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenar
     },
     raw: async (engine, run) => {
       const s = statement(run);
-      const rows = await engine.all(s.sql, s.params);
+      const rows = (await engine.all(s.sql, s.params)).slice(0, 1);
       return { total: rows.length, ids: rows.map((r) => r.execution_id as string) };
     },
     statements: async (_engine, run) => [statement(run)],

@@ -231,12 +231,13 @@ async function findExecutionRow(
   const where = await locate(engine, all, executionId);
   if (where.files.length === 0) return null;
   const hint = where.hint ? ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)' : '';
+  // No LIMIT 1: with one, DuckDB materializes late (finds the row, then reads its row group a second time for
+  // the other columns), which costs a third more; the stored copies of one id are few and sorted here anyway.
   const rows = await engine.all(
     `SELECT ${SUMMARY_COLUMNS}${columns}
      FROM ${FROM_FILES}
      WHERE execution_id = $id${hint}
-     ORDER BY received_at ASC, ingest_seq ASC
-     LIMIT 1`,
+     ORDER BY received_at ASC, ingest_seq ASC`,
     {
       files: where.files,
       id: executionId,

@@ -90,8 +90,10 @@ export async function compactPartition(
     const outPath = path.join(dir, out);
     // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
     // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.
-    // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns.
-    const rowGroup = dataset === 'executions' ? 32_768 : 122_880;
+    // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns
+    // (exactly one, found by COMPACTED_ROW). 16k rows: the detail's read takes a quarter less than at 32k, and
+    // the list no longer; at 8k the list's per-row-group costs grow.
+    const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
     const tmpPath = `${outPath}.tmp`;
     const inputPaths = inputs.map((n) => path.join(dir, n));
     const renumber = dataset === 'executions' && (await engine.columnsOf(inputPaths)).has(COMPACTED_ROW);

@@ -13,7 +13,7 @@ import {
   contextFilterSql,
   matchedValueSql,
 } from './context-filter.js';
-import { json, type LogItem, listExecutionLogPage } from './logs.js';
+import { firstExecutionLogs, json, type LogItem } from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -382,15 +382,13 @@ export async function getExecution(
   const summary = toSummary(r, scope.mode);
   const startedAt = Number(r.started_at_ms);
   // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
-  const logs = (
-    await listExecutionLogPage(
-      engine,
-      dataDir,
-      scope,
-      { executionId, startedAt, durationMs: summary.durationMs },
-      { page: 1, pageSize: DETAIL_LOG_LIMIT + 1 },
-    )
-  ).data;
+  const logs = await firstExecutionLogs(
+    engine,
+    dataDir,
+    scope,
+    { executionId, startedAt, durationMs: summary.durationMs },
+    DETAIL_LOG_LIMIT + 1,
+  );
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,

@@ -4,7 +4,7 @@ import type { Mode, Outcome } from '../schemas/records.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import { COMPACTED_PREFIX, COMPACTED_ROW, idIndexPath } from '../storage/manifest.js';
+import { COMPACTED_PREFIX, idIndexPath } from '../storage/manifest.js';
 import { type Constraint, constraintSql } from './constraints.js';
 import {
   type ColumnRef,
@@ -230,12 +230,7 @@ async function findExecutionRow(
   const all = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
   const where = await locate(engine, all, executionId);
   if (where.files.length === 0) return null;
-  const h = where.hint;
-  const hint = !h
-    ? ''
-    : 'row' in h
-      ? ` AND ${COMPACTED_ROW} = $row::BIGINT`
-      : ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)';
+  const hint = where.hint ? ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)' : '';
   // No LIMIT 1: with one, DuckDB materializes late (finds the row, then reads its row group a second time for
   // the other columns), which costs a third more; the stored copies of one id are few and sorted here anyway.
   const rows = await engine.all(
@@ -246,7 +241,7 @@ async function findExecutionRow(
     {
       files: where.files,
       id: executionId,
-      ...(!h ? {} : 'row' in h ? { row: h.row } : { service: h.service, startedAt: h.startedAtMs }),
+      ...(where.hint ? { service: where.hint.service, startedAt: where.hint.startedAtMs } : {}),
     },
   );
   return rows[0] ?? null;
@@ -307,15 +302,11 @@ async function idIndexesOf(engine: QueryEngine, compacted: string[]): Promise<(I
   return compacted.map((p) => idIndexes.get(p) ?? null);
 }
 
-/** Where an execution may be: files to read, and when the id index placed it, where in its file. */
+/** Where an execution may be: files to read, and when the id index placed it, its service and start. */
 interface Located {
   files: string[];
-  /**
-   * One indexed hit: its row number, whose row-group statistics single out its row group; in a file compacted
-   * before row numbers, its service and start, which narrow the row groups to a few (a row group where one
-   * service ends and the next begins spans most of the hour).
-   */
-  hint?: { row: number } | { service: string; startedAtMs: number };
+  /** One indexed hit: the row-group statistics of these two columns single out its row group. */
+  hint?: { service: string; startedAtMs: number };
 }
 
 /**
@@ -335,23 +326,16 @@ async function locate(engine: QueryEngine, paths: string[], executionId: string)
       toSearch.push(ix.path);
   });
   if (toSearch.length === 0) return { files: rest };
-  // Indexes written before row numbers lack the column: NULL for them, or for all when none has it.
-  const row = (await engine.columnsOf(toSearch)).has(COMPACTED_ROW) ? COMPACTED_ROW : 'NULL';
   const hits = await engine.all(
-    `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms, ${row}::DOUBLE AS row
-     FROM read_parquet($files, filename = true, union_by_name = true) WHERE execution_id = $id`,
+    `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms
+     FROM read_parquet($files, filename = true) WHERE execution_id = $id`,
     { files: toSearch, id: executionId },
   );
   const files = [...new Set(hits.map((h) => (h.filename as string).slice(0, -'.ids'.length))), ...rest];
   const only = hits.length === 1 && rest.length === 0 ? hits[0]! : null;
-  if (!only) return { files };
-  return {
-    files,
-    hint:
-      only.row === null
-        ? { service: only.service as string, startedAtMs: Number(only.started_at_ms) }
-        : { row: Number(only.row) },
-  };
+  return only
+    ? { files, hint: { service: only.service as string, startedAtMs: Number(only.started_at_ms) } }
+    : { files };
 }
 
 /** An execution's summary, or null: the cheap existence check. */

@@ -7,7 +7,6 @@ import type { QueryEngine } from './duckdb.js';
 import { fsyncDir } from './fsync.js';
 import {
   COMPACTED_PREFIX,
-  COMPACTED_ROW,
   emptyManifest,
   idIndexPath,
   readManifest,
@@ -25,22 +24,14 @@ import {
 
 const HOUR_MS = 3_600_000;
 
-/**
- * Per dataset: the rows kept (one per execution) and their order in the merged file. Executions are numbered
- * in that order (COMPACTED_ROW); a compacted input's numbers are dropped (`renumber`) and given anew.
- */
-const SELECT: Record<DatasetName, (renumber: boolean) => string> = {
-  executions: (renumber) => `SELECT *, row_number() OVER (ORDER BY service, started_at) AS ${COMPACTED_ROW}
-    FROM (
-      SELECT *${renumber ? ` EXCLUDE (${COMPACTED_ROW})` : ''} FROM read_parquet($files, union_by_name = true)
-      QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
-    )
-    ORDER BY ${COMPACTED_ROW}`,
-  logs: () =>
-    'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp, ingest_seq',
-  metrics: () =>
-    'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp, ingest_seq',
-  rejections: () =>
+/** Per dataset: the rows kept (one per execution) and their order in the merged file. */
+const SELECT: Record<DatasetName, string> = {
+  executions: `SELECT * FROM read_parquet($files, union_by_name = true)
+    QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
+    ORDER BY service, started_at`,
+  logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp, ingest_seq',
+  metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp, ingest_seq',
+  rejections:
     'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at, ingest_seq, kind, item_index',
 };
 
@@ -90,25 +81,23 @@ export async function compactPartition(
     const outPath = path.join(dir, out);
     // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
     // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.
-    // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns
-    // (exactly one, found by COMPACTED_ROW). 16k rows: the detail's read takes a quarter less than at 32k, and
-    // the list no longer; at 8k the list's per-row-group costs grow.
+    // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns.
+    // 16k rows: the detail's read takes a quarter less than at 32k, and the list no longer; at 8k the list's
+    // per-row-group costs grow.
     const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
     const tmpPath = `${outPath}.tmp`;
-    const inputPaths = inputs.map((n) => path.join(dir, n));
-    const renumber = dataset === 'executions' && (await engine.columnsOf(inputPaths)).has(COMPACTED_ROW);
     await engine.all(
-      `COPY (${SELECT[dataset](renumber)}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
-      { files: inputPaths },
+      `COPY (${SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
+      { files: inputs.map((n) => path.join(dir, n)) },
     );
     const written = [tmpPath];
     if (dataset === 'executions') {
-      // The file's execution ids, sorted, with each one's service, start and row number: row-group statistics
-      // then point a lookup at the file that holds an id, and the row number at its row group, without scanning
-      // every file's ids (the detail view).
+      // The file's execution ids, sorted, with each one's service and start: row-group statistics then point a
+      // lookup at the file that holds an id, and the service and start at its row group (the file is sorted by
+      // them), without scanning every file's ids (the detail view).
       const idsPath = idIndexPath(outPath);
       await engine.all(
-        `COPY (SELECT execution_id, service, started_at, ${COMPACTED_ROW} FROM read_parquet($file) ORDER BY execution_id) TO ${quoteLiteral(idsPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192)`,
+        `COPY (SELECT execution_id, service, started_at FROM read_parquet($file) ORDER BY execution_id) TO ${quoteLiteral(idsPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 8192)`,
         { file: tmpPath },
       );
       written.push(idsPath);

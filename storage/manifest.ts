@@ -56,14 +56,6 @@ export function visibleFiles(names: string[], m: Manifest | null): string[] {
  */
 export const idIndexPath = (parquetPath: string) => `${parquetPath}.ids`;
 
-/**
- * A column of compacted executions files (and of their id indexes): each row's position in the file's order,
- * counting from 1 (gaps allowed). Unlike service and start, its row-group statistics never overlap, so the
- * id index's value for a row singles out exactly the one row group that holds it. Files compacted before it
- * lack it (NULL when read with union_by_name).
- */
-export const COMPACTED_ROW = 'compacted_row';
-
 /** True when the manifest accounts for this file having gone (compacted away). */
 export function retired(m: Manifest | null, name: string): boolean {
   return m !== null && (m.deleted.includes(name) || m.replaced.some((r) => r.name === name));

@@ -138,8 +138,7 @@ const DETAIL_SQL = `SELECT execution_id, trace_id, service, environment, source,
   parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated
 FROM read_parquet($files, union_by_name = true)
 WHERE execution_id = $id
-ORDER BY received_at ASC, ingest_seq ASC
-LIMIT 1`;
+ORDER BY received_at ASC, ingest_seq ASC`;
 
 async function listScenario(
   dataDir: string,
@@ -153,12 +152,20 @@ async function listScenario(
   const files = await listPartitionFiles(dataDir, 'executions', f.workspaceId, f.mode, f.from, f.to);
   // Built on first use, with the columns the files have (as the layer does for a context search); untimed.
   let built: ReturnType<typeof buildListQuery> | null = null;
-  const statements = async (engine: QueryEngine) => {
+  const build = async (engine: QueryEngine) => {
     built ??= buildListQuery(f, p, f.context?.length ? await engine.columnsOf(files) : undefined);
-    return [
-      { sql: built.list.sql, params: { ...built.list.params, files } },
-      { sql: built.count.sql, params: { ...built.count.params, files } },
-    ];
+    return built;
+  };
+  // As listExecutions runs them: the head (total and bound), then the page within the bound.
+  const run = async (engine: QueryEngine) => {
+    const q = await build(engine);
+    const [head] = await engine.all(q.head.sql, { ...q.head.params, files });
+    const page = { sql: q.page.sql, params: { ...q.page.params, files, bound: Number(head!.bound) } };
+    return { head: head!, page, rows: await engine.all(page.sql, page.params) };
+  };
+  const statements = async (engine: QueryEngine) => {
+    const q = await build(engine);
+    return [{ sql: q.head.sql, params: { ...q.head.params, files } }, (await run(engine)).page];
   };
   return {
     key,
@@ -170,13 +177,8 @@ async function listScenario(
       return { total: page.total, ids: page.data.map((d) => d.executionId) };
     },
     raw: async (engine) => {
-      const [list, count] = await statements(engine);
-      // In parallel, as listExecutions runs them.
-      const [rows, total] = await Promise.all([
-        engine.all(list!.sql, list!.params),
-        engine.all(count!.sql, count!.params),
-      ]);
-      return { total: Number(total[0]?.total ?? 0), ids: rows.map((r) => r.execution_id as string) };
+      const { head, rows } = await run(engine);
+      return { total: Number(head.total), ids: rows.map((r) => r.execution_id as string) };
     },
     statements,
   };
@@ -207,7 +209,7 @@ async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenar
     },
     raw: async (engine, run) => {
       const s = statement(run);
-      const rows = await engine.all(s.sql, s.params);
+      const rows = (await engine.all(s.sql, s.params)).slice(0, 1);
       return { total: rows.length, ids: rows.map((r) => r.execution_id as string) };
     },
     statements: async (_engine, run) => [statement(run)],

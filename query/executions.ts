@@ -13,7 +13,7 @@ import {
   contextFilterSql,
   matchedValueSql,
 } from './context-filter.js';
-import { json, type LogItem, listExecutionLogPage } from './logs.js';
+import { firstExecutionLogs, json, type LogItem } from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -48,6 +48,23 @@ const ORDER_BY: Record<ExecutionSort, string> = {
   durationMs: 'duration_ms ASC, execution_id ASC',
 };
 
+/**
+ * Per sort, the `$k` first values of its leading key in sort order (the key as an exact number: epoch
+ * microseconds for a timestamp), and the condition that keeps the rows at or before a bound in that order.
+ */
+const SORT_KEY: Record<ExecutionSort, { first: string; within: string }> = {
+  '-startedAt': {
+    first: 'max(epoch_us(started_at), $k)',
+    within: 'started_at >= make_timestamp($bound::BIGINT)',
+  },
+  startedAt: {
+    first: 'min(epoch_us(started_at), $k)',
+    within: 'started_at <= make_timestamp($bound::BIGINT)',
+  },
+  '-durationMs': { first: 'max(duration_ms, $k)', within: 'duration_ms >= $bound' },
+  durationMs: { first: 'min(duration_ms, $k)', within: 'duration_ms <= $bound' },
+};
+
 const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, endpoint, method, status_code,
   duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type`;
 
@@ -67,23 +84,34 @@ export function buildExecutionWhere(f: ExecutionFilter, col: ColumnRef = columnR
   return { sql: where.join('\n  AND '), params };
 }
 
-/** `available`: the columns the files have (absent: all of them), so a key indexed later reads as NULL. */
+/**
+ * A page in two statements. `head` scans the matching rows once for the total and `bound`: the leading sort
+ * key of the page's last row (or of the last row of all, when fewer match). `page` then sorts only the rows at
+ * or before `bound` in sort order (`$bound` bound by the caller): every row of the page is among them, as no
+ * row past the bound can precede the page's last row. So the full sort key, with its execution_id tie-break,
+ * is read for a page's worth of rows (plus ties) instead of for every match, and with the files sorted by
+ * service and start, the bound on started_at prunes row groups too.
+ *
+ * `available`: the columns the files have (absent: all of them), so a key indexed later reads as NULL.
+ */
 export function buildListQuery(
   f: ExecutionFilter,
   p: Page,
   available?: ReadonlySet<string>,
-): { list: BuiltQuery; count: BuiltQuery } {
+): { head: BuiltQuery; page: BuiltQuery } {
   const col = columnRef(available);
   const where = buildExecutionWhere(f, col);
   const matched =
     p.includeMatchedContext && f.context?.length
       ? `, ${f.context.map((c, k) => `${matchedValueSql(c.path, col)} AS matched_${k}`).join(', ')}`
       : '';
-  const list = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
-  const count = `SELECT count(*)::DOUBLE AS total\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
+  const key = SORT_KEY[p.sort];
+  const offset = (p.page - 1) * p.pageSize;
+  const head = `SELECT count(*)::DOUBLE AS total, ${key.first}[-1]::DOUBLE AS bound\nFROM ${FROM_FILES}\nWHERE ${where.sql}`;
+  const page = `SELECT ${SUMMARY_COLUMNS}${matched}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\n  AND ${key.within}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
   return {
-    list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
-    count: { sql: count, params: where.params },
+    head: { sql: head, params: { ...where.params, k: offset + p.pageSize } },
+    page: { sql: page, params: { ...where.params, limit: p.pageSize, offset } },
   };
 }
 
@@ -153,10 +181,12 @@ export async function listExecutions(
   // Only a context search needs to know which indexed columns the files have.
   const available = f.context?.length ? await engine.columnsOf(paths) : undefined;
   const q = buildListQuery(f, p, available);
-  const [rows, count] = await Promise.all([
-    engine.all(q.list.sql, { ...q.list.params, files: paths }),
-    engine.all(q.count.sql, { ...q.count.params, files: paths }),
-  ]);
+  const [head] = await engine.all(q.head.sql, { ...q.head.params, files: paths });
+  const total = Number(head?.total ?? 0);
+  // Nothing on this page (or at all): the page statement would find no row.
+  if (total <= (p.page - 1) * p.pageSize || head?.bound === null || head?.bound === undefined)
+    return { data: [], total };
+  const rows = await engine.all(q.page.sql, { ...q.page.params, files: paths, bound: Number(head.bound) });
   const data = rows.map((r) => {
     const summary: ExecutionSummary = toSummary(r, f.mode);
     if (p.includeMatchedContext && f.context?.length) {
@@ -166,7 +196,7 @@ export async function listExecutions(
     }
     return summary;
   });
-  return { data, total: Number(count[0]?.total ?? 0) };
+  return { data, total };
 }
 
 export interface ExecutionDetail extends ExecutionSummary {
@@ -201,12 +231,13 @@ async function findExecutionRow(
   const where = await locate(engine, all, executionId);
   if (where.files.length === 0) return null;
   const hint = where.hint ? ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)' : '';
+  // No LIMIT 1: with one, DuckDB materializes late (finds the row, then reads its row group a second time for
+  // the other columns), which costs a third more; the stored copies of one id are few and sorted here anyway.
   const rows = await engine.all(
     `SELECT ${SUMMARY_COLUMNS}${columns}
      FROM ${FROM_FILES}
      WHERE execution_id = $id${hint}
-     ORDER BY received_at ASC, ingest_seq ASC
-     LIMIT 1`,
+     ORDER BY received_at ASC, ingest_seq ASC`,
     {
       files: where.files,
       id: executionId,
@@ -216,8 +247,60 @@ async function findExecutionRow(
   return rows[0] ?? null;
 }
 
-/** Compacted files whose id index exists (written with them; files compacted before indexes had none). */
-const indexed = new Map<string, boolean>();
+/**
+ * A compacted file's id index and the range of ids it holds (from its footer statistics; null bounds when the
+ * writer left them out); null when the file has none (compacted before indexes were written). Files are
+ * immutable once visible, so this is read once per file.
+ */
+interface IdIndex {
+  path: string;
+  min: string | null;
+  max: string | null;
+}
+const idIndexes = new Map<string, IdIndex | null>();
+
+async function idIndexesOf(engine: QueryEngine, compacted: string[]): Promise<(IdIndex | null)[]> {
+  const unknown = compacted.filter((p) => !idIndexes.has(p));
+  if (unknown.length > 0) {
+    const present = (
+      await Promise.all(
+        unknown.map((p) =>
+          fs.access(idIndexPath(p)).then(
+            () => p,
+            () => null,
+          ),
+        ),
+      )
+    ).filter((p) => p !== null);
+    const ranges =
+      present.length === 0
+        ? []
+        : await engine.all(
+            `SELECT file_name, min(stats_min_value) AS min, max(stats_max_value) AS max,
+               count(*) FILTER (WHERE stats_min_value IS NULL OR stats_max_value IS NULL) AS open
+             FROM parquet_metadata($files) WHERE path_in_schema = 'execution_id' GROUP BY file_name`,
+            { files: present.map(idIndexPath) },
+          );
+    const byIndex = new Map(ranges.map((r) => [r.file_name as string, r]));
+    if (idIndexes.size > 100_000) idIndexes.clear();
+    for (const p of unknown) {
+      const r = byIndex.get(idIndexPath(p));
+      // One row group without statistics leaves the file's range open.
+      const bounded = r && Number(r.open) === 0;
+      idIndexes.set(
+        p,
+        present.includes(p)
+          ? {
+              path: idIndexPath(p),
+              min: bounded ? (r.min as string) : null,
+              max: bounded ? (r.max as string) : null,
+            }
+          : null,
+      );
+    }
+  }
+  return compacted.map((p) => idIndexes.get(p) ?? null);
+}
 
 /** Where an execution may be: files to read, and when the id index placed it, its service and start. */
 interface Located {
@@ -228,32 +311,25 @@ interface Located {
 
 /**
  * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (one small
- * row group per index, found by its statistics), every other (recent, small) file as it is.
+ * row group per index, found by its statistics), every other (recent, small) file as it is. An index whose id
+ * range excludes the id is not even opened: with time-ordered ids (ULIDs) one hour's index is read, not all.
+ * Ids are ASCII (schemas/ingest-items.ts), so JavaScript's string order is DuckDB's.
  */
 async function locate(engine: QueryEngine, paths: string[], executionId: string): Promise<Located> {
-  const withIndex: string[] = [];
-  const rest: string[] = [];
-  for (const p of paths) {
-    if (!path.basename(p).startsWith(COMPACTED_PREFIX)) {
-      rest.push(p);
-      continue;
-    }
-    let has = indexed.get(p);
-    if (has === undefined) {
-      has = await fs.access(idIndexPath(p)).then(
-        () => true,
-        () => false,
-      );
-      if (indexed.size > 100_000) indexed.clear();
-      indexed.set(p, has);
-    }
-    (has ? withIndex : rest).push(p);
-  }
-  if (withIndex.length === 0) return { files: rest };
+  const compacted = paths.filter((p) => path.basename(p).startsWith(COMPACTED_PREFIX));
+  const rest = paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX));
+  const indexes = await idIndexesOf(engine, compacted);
+  const toSearch: string[] = [];
+  indexes.forEach((ix, i) => {
+    if (!ix) rest.push(compacted[i]!);
+    else if ((ix.min === null || ix.min <= executionId) && (ix.max === null || executionId <= ix.max))
+      toSearch.push(ix.path);
+  });
+  if (toSearch.length === 0) return { files: rest };
   const hits = await engine.all(
     `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms
      FROM read_parquet($files, filename = true) WHERE execution_id = $id`,
-    { files: withIndex.map(idIndexPath), id: executionId },
+    { files: toSearch, id: executionId },
   );
   const files = [...new Set(hits.map((h) => (h.filename as string).slice(0, -'.ids'.length))), ...rest];
   const only = hits.length === 1 && rest.length === 0 ? hits[0]! : null;
@@ -290,15 +366,13 @@ export async function getExecution(
   const summary = toSummary(r, scope.mode);
   const startedAt = Number(r.started_at_ms);
   // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
-  const logs = (
-    await listExecutionLogPage(
-      engine,
-      dataDir,
-      scope,
-      { executionId, startedAt, durationMs: summary.durationMs },
-      { page: 1, pageSize: DETAIL_LOG_LIMIT + 1 },
-    )
-  ).data;
+  const logs = await firstExecutionLogs(
+    engine,
+    dataDir,
+    scope,
+    { executionId, startedAt, durationMs: summary.durationMs },
+    DETAIL_LOG_LIMIT + 1,
+  );
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,

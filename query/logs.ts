@@ -134,6 +134,19 @@ const HOUR_MS = 3_600_000;
 /** How far around an execution its logs are looked for (they share its trace of time, give or take). */
 const EXECUTION_LOG_WINDOW_MS = HOUR_MS;
 
+/** Where an execution's logs are looked for. */
+function executionLogFilter(
+  scope: { workspaceId: string; mode: Mode },
+  execution: { executionId: string; startedAt: number; durationMs: number },
+): LogFilter {
+  // The detail reads every row of the hour partitions the window touches; widening the window to whole hours
+  // selects exactly those rows.
+  const from = Math.floor((execution.startedAt - EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
+  const to =
+    Math.ceil((execution.startedAt + execution.durationMs + EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
+  return { ...scope, from, to, executionId: execution.executionId };
+}
+
 /** All logs of one execution, in time order (CONTRACT §6.4). */
 export async function listExecutionLogPage(
   engine: QueryEngine,
@@ -142,15 +155,23 @@ export async function listExecutionLogPage(
   execution: { executionId: string; startedAt: number; durationMs: number },
   page: { page: number; pageSize: number },
 ): Promise<{ data: LogItem[]; total: number }> {
-  // The detail reads every row of the hour partitions the window touches; widening the window to whole hours
-  // selects exactly those rows.
-  const from = Math.floor((execution.startedAt - EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
-  const to =
-    Math.ceil((execution.startedAt + execution.durationMs + EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
-  return listLogs(
-    engine,
-    dataDir,
-    { ...scope, from, to, executionId: execution.executionId },
-    { ...page, sort: 'timestamp' },
-  );
+  return listLogs(engine, dataDir, executionLogFilter(scope, execution), { ...page, sort: 'timestamp' });
+}
+
+/**
+ * The first `limit` logs of one execution, in time order, for the detail view: without the count of them
+ * all, a second scan of every log in the window as long as the first.
+ */
+export async function firstExecutionLogs(
+  engine: QueryEngine,
+  dataDir: string,
+  scope: { workspaceId: string; mode: Mode },
+  execution: { executionId: string; startedAt: number; durationMs: number },
+  limit: number,
+): Promise<LogItem[]> {
+  const f = executionLogFilter(scope, execution);
+  const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
+  if (files.length === 0) return [];
+  const q = buildLogListQuery(f, { page: 1, pageSize: limit, sort: 'timestamp' });
+  return (await engine.all(q.list.sql, { ...q.list.params, files })).map(toLogItem);
 }

@@ -88,7 +88,9 @@ export async function compactPartition(
     // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
     // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.
     // Executions in smaller row groups: opening one execution decodes one row group of its wide JSON columns.
-    const rowGroup = dataset === 'executions' ? 32_768 : 122_880;
+    // 16k rows: the detail's read takes a quarter less than at 32k, and the list no longer; at 8k the list's
+    // per-row-group costs grow.
+    const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
     const tmpPath = `${outPath}.tmp`;
     await engine.all(
       `COPY (${hourEnded && dataset === 'executions' ? DEDUPLICATED_EXECUTIONS : SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,

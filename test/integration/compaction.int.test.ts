@@ -134,4 +134,28 @@ describe('compaction', () => {
     await ingestSeparately([[execution({ service: 'live-hour', startedAt: Math.max(hour, now - 4000) })]]);
     expect(await total(`serviceName=live-hour&from=${hour}`)).toBe(5);
   });
+
+  it('the detail finds executions in files with an id index and in files compacted before indexes', async () => {
+    const ids: string[] = [];
+    for (const [offset, keepIndex] of [
+      [5, true],
+      [6, false],
+    ] as const) {
+      const hour = hourStart(Date.now()) - offset * HOUR;
+      const ex = Array.from({ length: 6 }, (_, i) =>
+        execution({ service: `o${i % 2}`, startedAt: hour + i }),
+      );
+      await ingestSeparately([ex.slice(0, 3), ex.slice(3)]);
+      await stack.service.pipeline!.compact();
+      const [file] = await files(hour, hour + HOUR);
+      // Removed before any lookup has read the file, as a file compacted before indexes never had one.
+      if (!keepIndex) await fs.rm(idIndexPath(file!));
+      ids.push(...ex.map((e) => e.executionId as string));
+    }
+    for (const id of ids) {
+      const res = await call(stack.service, 'GET', `/api/executions/${id}`, { token: owner.session });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().executionId).toBe(id);
+    }
+  });
 });

@@ -22,7 +22,7 @@ describe('executions list SQL', () => {
       },
       { page: 3, pageSize: 20, sort: '-durationMs' },
     );
-    expect(q.list.sql).toMatchInlineSnapshot(`
+    expect(q.page.sql).toMatchInlineSnapshot(`
       "SELECT execution_id, trace_id, service, environment, source, endpoint, method, status_code,
         duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type
       FROM read_parquet($files, union_by_name = true)
@@ -34,10 +34,11 @@ describe('executions list SQL', () => {
         AND outcome IN ($c3_0, $c3_1)
         AND duration_ms >= $c4
         AND ("ctx_s:customer.tier" = $ctx0v0 OR "ctx_n:customer.tier" = $ctx0v1 OR "ctx_b:customer.tier" = $ctx0v2)
+        AND duration_ms >= $bound
       ORDER BY duration_ms DESC, execution_id DESC
       LIMIT $limit OFFSET $offset"
     `);
-    expect(q.list.params).toEqual({
+    expect(q.page.params).toEqual({
       from: 1000,
       to: 2000,
       c0: "checkout'; DROP TABLE x; --",
@@ -52,8 +53,9 @@ describe('executions list SQL', () => {
       limit: 20,
       offset: 40,
     });
-    expect(q.count.sql).toMatchInlineSnapshot(`
-      "SELECT count(*)::DOUBLE AS total
+    expect(q.head.params).toMatchObject({ c0: "checkout'; DROP TABLE x; --", k: 60 });
+    expect(q.head.sql).toMatchInlineSnapshot(`
+      "SELECT count(*)::DOUBLE AS total, max(duration_ms, $k)[-1]::DOUBLE AS bound
       FROM read_parquet($files, union_by_name = true)
       WHERE started_at >= epoch_ms($from::BIGINT)
         AND started_at < epoch_ms($to::BIGINT)
@@ -64,9 +66,9 @@ describe('executions list SQL', () => {
         AND duration_ms >= $c4
         AND ("ctx_s:customer.tier" = $ctx0v0 OR "ctx_n:customer.tier" = $ctx0v1 OR "ctx_b:customer.tier" = $ctx0v2)"
     `);
-    expect(q.list.sql).not.toContain('checkout');
+    expect(q.page.sql + q.head.sql).not.toContain('checkout');
     // The indexed path becomes a column name (validated, from the settings); the values stay parameters.
-    expect(q.list.sql).not.toContain('gold');
+    expect(q.page.sql + q.head.sql).not.toContain('gold');
   });
 
   it('the query language and the parameters become the same constraints', () => {

@@ -8,6 +8,11 @@ import { enforce, LoginThrottle, RateLimiter } from './rate-limit.js';
 /** This process's pipeline counters, exported as they are (a pipeline's totals since it started). */
 const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
   ['svc_pipeline_rows_written_total', 'Rows written to Parquet by this process.', (s) => s.rowsWritten],
+  [
+    'svc_pipeline_executions_written_total',
+    'Executions committed to Parquet (visible to queries) by this process.',
+    (s) => s.executionsWritten,
+  ],
   ['svc_pipeline_flushes_total', 'Batch flushes by this process.', (s) => s.flushes],
   [
     'svc_pipeline_flush_seconds_total',

@@ -106,7 +106,7 @@ export class Batcher {
 
   async #write(all: Entry[]): Promise<void> {
     const started = performance.now();
-    let stats: WriteStats = { files: 0, rows: 0, bytes: 0 };
+    let stats: WriteStats = { files: 0, rows: 0, bytes: 0, executions: 0 };
     let entries = all;
     try {
       // A message this process held too long may have been redelivered to another process and committed

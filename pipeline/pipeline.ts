@@ -36,6 +36,8 @@ export interface PipelineStats {
   rejected: number;
   flushes: number;
   rowsWritten: number;
+  /** Of rowsWritten, executions: committed, so visible to queries. */
+  executionsWritten: number;
   filesWritten: number;
   lastFlushMs: number;
   lastFlushRows: number;
@@ -94,6 +96,7 @@ export class Pipeline {
     rejected: 0,
     flushes: 0,
     rowsWritten: 0,
+    executionsWritten: 0,
     filesWritten: 0,
     lastFlushMs: 0,
     lastFlushRows: 0,
@@ -147,6 +150,7 @@ export class Pipeline {
       onFlushed: (s) => {
         this.#stats.flushes++;
         this.#stats.rowsWritten += s.rows;
+        this.#stats.executionsWritten += s.executions;
         this.#stats.filesWritten += s.files;
         this.#stats.lastFlushMs = s.ms;
         this.#stats.lastFlushRows = s.rows;

@@ -23,6 +23,8 @@ export interface WriteStats {
   files: number;
   rows: number;
   bytes: number;
+  /** Of `rows`, the executions. */
+  executions: number;
 }
 
 export interface BatchWriterOptions {
@@ -94,6 +96,9 @@ export class BatchWriter {
       files: files.length,
       rows: files.reduce((s, f) => s + f.rows, 0),
       bytes: files.reduce((s, f) => s + f.bytes, 0),
+      executions: partitions
+        .filter((p) => p.dataset === 'executions')
+        .reduce((s, p) => s + p.chunks.reduce((n, c) => n + c.rows, 0), 0),
     };
   }
 

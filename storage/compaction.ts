@@ -24,22 +24,34 @@ import {
 
 const HOUR_MS = 3_600_000;
 
+const ALL_ROWS = 'SELECT * FROM read_parquet($files, union_by_name = true)';
+
 /**
- * Per dataset: the rows kept and their order in the merged file. Executions are deduplicated (the first stored
- * copy of each id is kept) when their hour has ended: the contract's promise. Merges while the hour is still
- * written only cut the number of files, so they skip that window over every row (a third of a merge's cost).
+ * Per dataset, the merge that ends an hour: the rows kept and their order in the hour's one file. Executions
+ * are deduplicated (the first stored copy of each id is kept): the contract's promise.
  */
-const SELECT: Record<DatasetName, string> = {
-  executions: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, started_at',
-  logs: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY service, timestamp, ingest_seq',
-  metrics: 'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY name, timestamp, ingest_seq',
-  rejections:
-    'SELECT * FROM read_parquet($files, union_by_name = true) ORDER BY received_at, ingest_seq, kind, item_index',
+const FINAL: Record<DatasetName, string> = {
+  executions: `${ALL_ROWS}
+    QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
+    ORDER BY service, started_at`,
+  logs: `${ALL_ROWS} ORDER BY service, timestamp, ingest_seq`,
+  metrics: `${ALL_ROWS} ORDER BY name, timestamp, ingest_seq`,
+  rejections: `${ALL_ROWS} ORDER BY received_at, ingest_seq, kind, item_index`,
 };
 
-const DEDUPLICATED_EXECUTIONS = `SELECT * FROM read_parquet($files, union_by_name = true)
-  QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
-  ORDER BY service, started_at`;
+/**
+ * Per dataset, a merge while the hour is still written. It only cuts the number of files, and the hour's end
+ * merges it again, so it does the least that keeps the running hour quick to query: executions (the list's
+ * service and time filters) are sorted but not deduplicated; logs, metrics and rejections are concatenated.
+ * Measured per row on one DuckDB thread: executions 2.3 µs sorted against 3.4 deduplicated; logs 0.6 µs
+ * concatenated against 1.3 sorted, and logs are 2–3 rows per execution.
+ */
+const RUNNING: Record<DatasetName, string> = {
+  executions: `${ALL_ROWS} ORDER BY service, started_at`,
+  logs: ALL_ROWS,
+  metrics: ALL_ROWS,
+  rejections: ALL_ROWS,
+};
 
 export interface CompactionOptions {
   /** While an hour is still written, its small files are merged once there are this many. */
@@ -93,7 +105,7 @@ export async function compactPartition(
     const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
     const tmpPath = `${outPath}.tmp`;
     await engine.all(
-      `COPY (${hourEnded && dataset === 'executions' ? DEDUPLICATED_EXECUTIONS : SELECT[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
+      `COPY (${(hourEnded ? FINAL : RUNNING)[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroup})`,
       { files: inputs.map((n) => path.join(dir, n)) },
     );
     const written = [tmpPath];

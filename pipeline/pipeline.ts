@@ -284,6 +284,7 @@ export class Pipeline {
       const stats = await runCompaction(engine, config.dataDir, {
         minFiles: config.COMPACTION_MIN_FILES,
         graceMs: config.COMPACTION_GRACE_MS,
+        codec: config.COMPACTION_COMPRESSION,
       });
       if (stats.partitions > 0 || stats.deleted > 0) log.info(stats, 'compaction pass');
       return stats;

@@ -29,9 +29,15 @@ export const configSchema = z.object({
   // Write path knobs.
   /** Rows across all datasets that make a batch flush at once. */
   BATCH_MAX_ROWS: int(100_000, 1),
-  /** A batch is flushed at most this long after its first row arrived: bounds time-to-visible. */
-  FLUSH_INTERVAL_MS: int(500, 10, 60_000),
-  /** Parse/validate worker threads; 0 means one per core. */
+  /**
+   * A batch is flushed at most this long after its first row arrived: bounds time-to-visible. The sweep at
+   * 25,000 exec/s: 202 → visible p99 615 ms at 250, 834 at 500, 1,411 at 1000, for 2 % more CPU than 500.
+   */
+  FLUSH_INTERVAL_MS: int(250, 10, 60_000),
+  /**
+   * Parse/validate worker threads; 0 means one per core plus one (the sweep on 2 cores: 3 stored as much as 2
+   * and drained the backlog sooner, 1 fell behind the API).
+   */
   PIPELINE_WORKERS: int(0, 0, 64),
   /** Parquet encoder worker threads (each flush encodes its partitions in parallel up to this many). */
   ENCODE_WORKERS: int(1, 1, 64),
@@ -40,7 +46,7 @@ export const configSchema = z.object({
   /** Unacked messages are redelivered after this long; must cover a slow flush. */
   CONSUMER_ACK_WAIT_MS: int(30_000, 1000),
   /**
-   * Codec of the files each flush writes. They live minutes: compaction merges them into ZSTD files. Snappy
+   * Codec of the files each flush writes. They live minutes: compaction merges them. Snappy
    * encodes in about half ZSTD's CPU (measured: 6.3 against 9–11 µs per execution) for 1.5× the bytes.
    */
   PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('snappy'),
@@ -50,6 +56,8 @@ export const configSchema = z.object({
   COMPACTION_MIN_FILES: int(16, 2),
   /** Replaced files are deleted this long after a compaction (queries in flight may still read them). */
   COMPACTION_GRACE_MS: int(300_000, 0),
+  /** Codec of compacted files: lz4 reads about a third faster, zstd files are about 40 % smaller. */
+  COMPACTION_COMPRESSION: z.enum(['lz4', 'zstd', 'snappy']).default('lz4'),
   /** Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows). */
   COMPACTION_MEMORY_MB: int(512, 128),
   /** Memory the query engine's DuckDB may use before it spills to disk (DuckDB's own default is 80 % of RAM). */
@@ -122,6 +130,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return Object.freeze({
     ...c,
     dataDir: path.resolve(c.DATA_DIR),
-    pipelineWorkers: c.PIPELINE_WORKERS || Math.max(1, os.availableParallelism()),
+    pipelineWorkers: c.PIPELINE_WORKERS || os.availableParallelism() + 1,
   });
 }

@@ -18,12 +18,12 @@ describe('config', () => {
   it('reads and coerces the environment; empty means unset', () => {
     const c = loadConfig({
       PORT: '9090',
-      FLUSH_INTERVAL_MS: '250',
+      FLUSH_INTERVAL_MS: '750',
       NATS_URL: '',
       PRINT_FIRST_START_HINT: 'false',
     });
     expect(c.PORT).toBe(9090);
-    expect(c.FLUSH_INTERVAL_MS).toBe(250);
+    expect(c.FLUSH_INTERVAL_MS).toBe(750);
     expect(c.NATS_URL).toBeUndefined();
     expect(c.PRINT_FIRST_START_HINT).toBe(false);
   });

@@ -62,7 +62,7 @@ export const configSchema = z.object({
    */
   COMPACTION_COMPRESSION: z.enum(['zstd', 'lz4', 'snappy']).default('zstd'),
   /** Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows). */
-  COMPACTION_MEMORY_MB: int(512, 128),
+  COMPACTION_MEMORY_MB: int(256, 128),
   /** Memory the query engine's DuckDB may use before it spills to disk (DuckDB's own default is 80 % of RAM). */
   QUERY_MEMORY_MB: int(1024, 128),
   /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */

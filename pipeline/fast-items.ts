@@ -203,28 +203,40 @@ function fastException(v: unknown): Obj | undefined {
   return seen === keyCount(v) ? out : undefined;
 }
 
-/** executionItemSchema, including its duration refinement and alias transform. */
-export function fastExecutionItem(raw: Obj): ExecutionItem | undefined {
-  const out: Obj = {};
+/**
+ * `executionId`, `traceId`, `spanId`: optional and nullable, next to each other in both the execution's and the
+ * log's shape. Copied in that order; answers how many were present, or -1 when one is invalid.
+ */
+function copyCorrelationIds(raw: Obj, out: Obj): number {
   let seen = 0;
   const executionId = raw.executionId;
   if (executionId !== undefined) {
-    if (executionId !== null && !isExecutionId(executionId)) return undefined;
+    if (executionId !== null && !isExecutionId(executionId)) return -1;
     out.executionId = executionId;
     seen++;
   }
   const traceId = raw.traceId;
   if (traceId !== undefined) {
-    if (!nullOrString(traceId, 1, L.id)) return undefined;
+    if (!nullOrString(traceId, 1, L.id)) return -1;
     out.traceId = traceId;
     seen++;
   }
   const spanId = raw.spanId;
   if (spanId !== undefined) {
-    if (!nullOrString(spanId, 1, L.id)) return undefined;
+    if (!nullOrString(spanId, 1, L.id)) return -1;
     out.spanId = spanId;
     seen++;
   }
+  return seen;
+}
+
+/** executionItemSchema, including its duration refinement and alias transform. */
+export function fastExecutionItem(raw: Obj): ExecutionItem | undefined {
+  const out: Obj = {};
+  let seen = 0;
+  const ids = copyCorrelationIds(raw, out);
+  if (ids < 0) return undefined;
+  seen += ids;
   const parentSpanId = raw.parentSpanId;
   if (parentSpanId !== undefined) {
     if (!nullOrString(parentSpanId, 1, L.id)) return undefined;
@@ -386,24 +398,9 @@ export function fastLogItem(raw: Obj): LogItem | undefined {
     out.mode = mode;
     seen++;
   }
-  const executionId = raw.executionId;
-  if (executionId !== undefined) {
-    if (executionId !== null && !isExecutionId(executionId)) return undefined;
-    out.executionId = executionId;
-    seen++;
-  }
-  const traceId = raw.traceId;
-  if (traceId !== undefined) {
-    if (!nullOrString(traceId, 1, L.id)) return undefined;
-    out.traceId = traceId;
-    seen++;
-  }
-  const spanId = raw.spanId;
-  if (spanId !== undefined) {
-    if (!nullOrString(spanId, 1, L.id)) return undefined;
-    out.spanId = spanId;
-    seen++;
-  }
+  const ids = copyCorrelationIds(raw, out);
+  if (ids < 0) return undefined;
+  seen += ids;
   const logger = raw.logger;
   if (logger !== undefined) {
     if (logger !== null && typeof logger !== 'string') return undefined;

@@ -273,6 +273,7 @@ async function runOnce(
         process.stdout.write(`\r${line.padEnd(lastLine)}`);
         lastLine = line.length;
       },
+      () => prober.accepted,
     );
     await sampler.start();
     prober.start();

@@ -50,16 +50,18 @@ const ORDER_BY: Record<ExecutionSort, string> = {
 
 /**
  * Per sort, the `$k` first values of its leading key in sort order (the key as an exact number: epoch
- * microseconds for a timestamp), and the condition that keeps the rows at or before a bound in that order.
+ * milliseconds for a timestamp, the precision stored, below 2^48 so exact in the DOUBLE the bound travels in;
+ * microseconds would pass 2^53 after the year 2255), and the condition that keeps the rows at or before a
+ * bound in that order.
  */
 const SORT_KEY: Record<ExecutionSort, { first: string; within: string }> = {
   '-startedAt': {
-    first: 'max(epoch_us(started_at), $k)',
-    within: 'started_at >= make_timestamp($bound::BIGINT)',
+    first: 'max(epoch_ms(started_at), $k)',
+    within: 'started_at >= epoch_ms($bound::BIGINT)',
   },
   startedAt: {
-    first: 'min(epoch_us(started_at), $k)',
-    within: 'started_at <= make_timestamp($bound::BIGINT)',
+    first: 'min(epoch_ms(started_at), $k)',
+    within: 'started_at <= epoch_ms($bound::BIGINT)',
   },
   '-durationMs': { first: 'max(duration_ms, $k)', within: 'duration_ms >= $bound' },
   durationMs: { first: 'min(duration_ms, $k)', within: 'duration_ms <= $bound' },

@@ -27,6 +27,12 @@ const HOUR_MS = 3_600_000;
 const ALL_ROWS = 'SELECT * FROM read_parquet($files, union_by_name = true)';
 
 /**
+ * Files written by a merge while their hour was still written (RUNNING below): compacted files like the others
+ * (the prefix starts with COMPACTED_PREFIX), but not final, so the hour's end merges them again.
+ */
+const RUNNING_PREFIX = `${COMPACTED_PREFIX}r-`;
+
+/**
  * Per dataset, the merge that ends an hour: the rows kept and their order in the hour's one file. Executions
  * are deduplicated (the first stored copy of each id is kept): the contract's promise.
  */
@@ -88,10 +94,11 @@ export async function compactPartition(
   const visible = visibleFiles(names, manifest);
   const small = visible.filter((n) => !n.startsWith(COMPACTED_PREFIX));
   // While the hour is written, only the small files are merged (the big ones are not rewritten over and over);
-  // once it has ended, everything is merged into one file, which is when executions are deduplicated.
+  // once it has ended, everything is merged into one file, which is when executions are deduplicated. A lone
+  // file from a running merge is merged again too: it is neither deduplicated nor (logs…) sorted.
   const hourEnded = now >= hourStart + HOUR_MS;
   const inputs = hourEnded
-    ? visible.length > 1 || small.length > 0
+    ? visible.length > 1 || small.length > 0 || visible.some((n) => n.startsWith(RUNNING_PREFIX))
       ? visible
       : []
     : small.length >= opts.minFiles
@@ -100,7 +107,7 @@ export async function compactPartition(
   let compacted = 0;
   let next = manifest;
   if (inputs.length > 0) {
-    const out = `${COMPACTED_PREFIX}${now}-${crypto.randomBytes(4).toString('hex')}.parquet`;
+    const out = `${hourEnded ? COMPACTED_PREFIX : RUNNING_PREFIX}${now}-${crypto.randomBytes(4).toString('hex')}.parquet`;
     const outPath = path.join(dir, out);
     // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
     // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.

@@ -2,7 +2,9 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommitJournal } from '../../storage/commit-journal.js';
-import { listPartitionFiles } from '../../storage/layout.js';
+import { compactPartition } from '../../storage/compaction.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
 import { idIndexPath, MANIFEST } from '../../storage/manifest.js';
 import { execution, ingest, startStack, type TestStack } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
@@ -133,6 +135,39 @@ describe('compaction', () => {
     expect(merged.filter((f) => path.basename(f).startsWith('c-'))).toHaveLength(1);
     await ingestSeparately([[execution({ service: 'live-hour', startedAt: Math.max(hour, now - 4000) })]]);
     expect(await total(`serviceName=live-hour&from=${hour}`)).toBe(5);
+  });
+
+  it('a file merged while its hour was written is merged again when the hour ends: a resent execution goes', async () => {
+    // An hour of its own (no other test writes there), passes timed by `now`.
+    const hour = hourStart(Date.now()) - 9 * HOUR;
+    const at = hour + 60_000;
+    const ex = execution({ service: 'rerun', startedAt: at });
+    await ingestSeparately([
+      [ex],
+      [{ ...ex, durationMs: 99 }],
+      [execution({ service: 'rerun', startedAt: at + 1 })],
+      [execution({ service: 'rerun', startedAt: at + 2 })],
+    ]);
+    const window = `serviceName=rerun&from=${hour}&to=${hour + HOUR}`;
+    const dir = partitionDir(stack.config.dataDir, 'executions', owner.workspaceId, 'test', hour);
+    const engine = await QueryEngine.open(stack.config.dataDir, 1);
+    try {
+      // While the hour is written: the small files become one file, both copies still in it.
+      await compactPartition(engine, dir, 'executions', hour, { minFiles: 4, graceMs: 0, now: at + 1000 });
+      expect(await files(hour, hour + HOUR)).toHaveLength(1);
+      expect(await total(window)).toBe(4);
+      // Nothing more arrives; the pass after the hour's end merges that one file again, deduplicated.
+      await compactPartition(engine, dir, 'executions', hour, {
+        minFiles: 4,
+        graceMs: 0,
+        now: hour + HOUR + 1,
+      });
+      expect(await total(window)).toBe(3);
+      const [final] = await files(hour, hour + HOUR);
+      expect(path.basename(final!)).toMatch(/^c-\d/);
+    } finally {
+      engine.close();
+    }
   });
 
   it('the detail finds executions in files with an id index and in files compacted before indexes', async () => {

@@ -75,3 +75,19 @@ describe('executions list paging', () => {
     },
   );
 });
+
+describe('executions list paging, far from now', () => {
+  it('keeps a start in the year 5000 with an odd millisecond (the bound is exact)', async () => {
+    const far = Date.UTC(5000, 0, 1, 0, 0, 0, 1);
+    const farService = `${service}-far`;
+    const ex = execution({ service: farService, startedAt: far });
+    expect((await ingest(stack.service, tenant.keys.test!, { executions: [ex] })).statusCode).toBe(202);
+    for (const sort of ['startedAt', '-startedAt']) {
+      const answer = await eventually(
+        () => list(`?serviceName=${farService}&sort=${sort}&from=0&to=${far + 1}`),
+        (l) => l.total === 1,
+      );
+      expect(answer.data.map((e) => e.executionId)).toEqual([ex.executionId]);
+    }
+  });
+});

@@ -167,6 +167,14 @@ async function wire(
   }
 }
 
+/**
+ * The node options the service wants on its command line (V8 flags cannot be set once it runs): what
+ * `npm start` and the benchmarks start `dist/main.js` with.
+ */
+export function nodeFlags(env: Record<string, string | undefined> = process.env): string[] {
+  return loadConfig(env).singleThreadedGc ? ['--single-threaded-gc'] : [];
+}
+
 export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
   const role = (argv[0] ?? 'start') as Role;
   if (!['start', 'api', 'pipeline'].includes(role)) {

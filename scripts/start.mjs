@@ -1,4 +1,5 @@
 // `npm start`: install what is missing, build, and run the service on its embedded defaults.
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build, ensureDependencies, ensureNatsServer, root } from './setup.mjs';
@@ -6,5 +7,23 @@ import { build, ensureDependencies, ensureNatsServer, root } from './setup.mjs';
 ensureDependencies();
 ensureNatsServer();
 build();
-const { main } = await import(pathToFileURL(path.join(root, 'dist', 'main.js')).href);
-await main(process.argv.slice(2));
+const entry = path.join(root, 'dist', 'main.js');
+const { nodeFlags } = await import(pathToFileURL(entry).href);
+let flags;
+try {
+  flags = nodeFlags();
+} catch {
+  // A bad configuration: the service names the variable (and exits 2) when it starts.
+  flags = [];
+}
+// The service runs as a child so that it gets its V8 flags. Ctrl-C reaches both (one process group): this
+// process waits for the service's graceful stop and exits as it did.
+const child = spawn(process.execPath, [...flags, entry, ...process.argv.slice(2)], { stdio: 'inherit' });
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    if (signal === 'SIGTERM') child.kill('SIGTERM');
+  });
+}
+child.on('exit', (code, signal) => {
+  process.exitCode = code ?? (signal ? 1 : 0);
+});

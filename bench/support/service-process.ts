@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeFlags } from '../../main.js';
 
 /**
  * The service as a separate OS process (`node dist/main.js`), for benchmarks that must kill it for real: an
@@ -151,7 +152,8 @@ export class ServiceProcess {
     env.HOST = '127.0.0.1';
     env.DATA_DIR = opts.dataDir;
     env.LOG_LEVEL = opts.logLevel ?? 'warn';
-    const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.mainJs], {
+    // As `npm start` does: with the node flags the configuration asks for (V8's, which only a command line sets).
+    const child = spawn(process.execPath, [...nodeFlags(env), ...(opts.nodeArgs ?? []), opts.mainJs], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -136,6 +136,7 @@ export class Pipeline {
     this.#writer = new BatchWriter({
       dataDir: config.dataDir,
       codec: config.PARQUET_COMPRESSION,
+      dictionary: config.PARQUET_DICTIONARY,
       journal: this.#journal,
       encodeThreads: config.ENCODE_WORKERS,
     });

@@ -57,6 +57,12 @@ export const configSchema = z.object({
    * encodes in about half ZSTD's CPU (measured: 6.3 against 9–11 µs per execution) for 1.5× the bytes.
    */
   PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('snappy'),
+  /**
+   * Dictionary-encode the columns of the files each flush writes: smaller files for more encoding work. Off:
+   * they live until the next merge, which encodes its own. Alternating A/B over 30 s: 50.9k/45.9k stored
+   * exec/s with, 53.7k/47.6k without (1.7 µs less CPU per execution).
+   */
+  PARQUET_DICTIONARY: bool(false),
   /** How often partitions are compacted (0: never, for benchmarks of the bare write path). */
   COMPACTION_INTERVAL_MS: int(30_000, 0),
   /** While an hour is written, its small files are merged once there are this many. */

@@ -30,6 +30,8 @@ export interface WriteStats {
 export interface BatchWriterOptions {
   dataDir: string;
   codec: Codec;
+  /** Dictionary-encode columns (default true). */
+  dictionary?: boolean;
   journal: CommitJournal;
   encodeThreads: number;
 }
@@ -70,6 +72,7 @@ export class BatchWriter {
         this.#pool.run(
           {
             codec: this.#opts.codec,
+            dictionary: this.#opts.dictionary ?? true,
             partitions: [{ dataset: p.part.dataset, tmpPath: p.tmpPath, chunks: p.part.chunks }],
           },
           { transferList: p.part.chunks.flatMap(chunkBuffers) },

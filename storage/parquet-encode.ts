@@ -150,7 +150,12 @@ function nullColumn(def: ColumnDef, rows: number): ColumnData {
  * Encodes the chunks of one partition (all of one dataset) as one Parquet file's bytes. The file has the
  * dataset's columns and every extra column any chunk has (by name), null where a chunk lacks it.
  */
-export function encodeParquet(dataset: DatasetName, chunks: ColumnChunk[], codec: Codec): Uint8Array {
+export function encodeParquet(
+  dataset: DatasetName,
+  chunks: ColumnChunk[],
+  codec: Codec,
+  dictionary = true,
+): Uint8Array {
   const fixed = DATASETS[dataset];
   const extra = new Map<string, ColumnDef>();
   for (const c of chunks) for (const d of c.extra) if (!extra.has(d.name)) extra.set(d.name, d);
@@ -170,6 +175,7 @@ export function encodeParquet(dataset: DatasetName, chunks: ColumnChunk[], codec
   const table = new Table([new RecordBatch(schema, struct)]);
   const props = new WriterPropertiesBuilder()
     .setCompression(CODECS[codec])
+    .setDictionaryEnabled(dictionary)
     .setMaxRowGroupSize(ROW_GROUP_ROWS)
     .build();
   const wasmTable = WasmTable.fromIPCStream(tableToIPC(table, 'stream'));

@@ -8,6 +8,8 @@ import { type Codec, encodeParquet } from './parquet-encode.js';
 
 export interface EncodeTask {
   codec: Codec;
+  /** Dictionary-encode columns (smaller files, more encoding work). */
+  dictionary?: boolean;
   partitions: { dataset: DatasetName; tmpPath: string; chunks: ColumnChunk[] }[];
 }
 
@@ -18,7 +20,7 @@ export interface EncodeResult {
 export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeResult> {
   const files: EncodeResult['files'] = [];
   for (const p of task.partitions) {
-    const bytes = encodeParquet(p.dataset, p.chunks, task.codec);
+    const bytes = encodeParquet(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
     await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
     const fh = await fs.open(p.tmpPath, 'w');
     try {

@@ -1,4 +1,10 @@
-import type { ExecutionRecord, ItemRejection, LogRecord, MetricRecord } from '../schemas/records.js';
+import {
+  type ExecutionRecord,
+  type ItemRejection,
+  LOG_LEVEL_NUM,
+  type LogRecord,
+  type MetricRecord,
+} from '../schemas/records.js';
 import { type CellValue, ChunkSet } from '../storage/columns.js';
 import { contextCells, contextColumnDefs } from '../storage/context-columns.js';
 
@@ -13,8 +19,6 @@ export interface MessageMeta {
   receivedAt: number;
   seq: number;
 }
-
-const LEVEL_NUM = { trace: 1, debug: 2, info: 3, warn: 4, error: 5, fatal: 6 } as const;
 
 export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] {
   return [
@@ -52,7 +56,7 @@ export function logCells(r: LogRecord, m: MessageMeta): CellValue[] {
   return [
     r.timestamp,
     r.level,
-    LEVEL_NUM[r.level],
+    LOG_LEVEL_NUM[r.level],
     r.message,
     r.service,
     r.environment,

@@ -1,5 +1,5 @@
 import type { LogSort } from '../schemas/api-logs.js';
-import { LOG_LEVELS, type LogLevel, type Mode } from '../schemas/records.js';
+import { LOG_LEVEL_NUM, type LogLevel, type Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import type { BuiltQuery } from './executions.js';
@@ -57,9 +57,6 @@ const LOG_COLUMNS = `epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, servi
 
 const FROM_FILES = 'read_parquet($files, union_by_name = true, filename = true, file_row_number = true)';
 
-/** level_num as the pipeline stores it: trace=1 … fatal=6, the order of LOG_LEVELS. */
-export const levelNum = (level: LogLevel): number => LOG_LEVELS.indexOf(level) + 1;
-
 export function buildLogWhere(f: LogFilter): BuiltQuery {
   const where = ['timestamp >= epoch_ms($from::BIGINT)', 'timestamp < epoch_ms($to::BIGINT)'];
   const params: Record<string, SqlParam> = { from: f.from, to: f.to };
@@ -74,7 +71,7 @@ export function buildLogWhere(f: LogFilter): BuiltQuery {
   eq('trace_id', 'traceId', f.traceId);
   if (f.level !== undefined) {
     where.push('level_num >= $levelNum');
-    params.levelNum = levelNum(f.level);
+    params.levelNum = LOG_LEVEL_NUM[f.level];
   }
   if (f.search !== undefined) {
     // contains() matches a plain substring, so `%`, `_` and `\` in the needle are literal.

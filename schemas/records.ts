@@ -13,6 +13,12 @@ export const OUTCOMES = ['success', 'failed', 'unknown'] as const;
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** The stored `level_num` of a level: trace=1 … fatal=6, the order of LOG_LEVELS (the minimum-level filter). */
+export const LOG_LEVEL_NUM = Object.fromEntries(LOG_LEVELS.map((l, i) => [l, i + 1])) as Record<
+  LogLevel,
+  number
+>;
+
 export const EXECUTION_SOURCES = ['http', 'worker', 'job', 'message', 'scheduled', 'custom'] as const;
 export type ExecutionSource = (typeof EXECUTION_SOURCES)[number];
 

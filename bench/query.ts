@@ -14,6 +14,7 @@ import {
 import { QueryEngine, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type DatasetMarker, prepareDataset } from './support/dataset.js';
+import { quantile } from './support/stats.js';
 
 /**
  * Query latency over a realistic dataset (default 10 M executions over 6 hours), written through the
@@ -266,10 +267,7 @@ async function buildScenarios(dataDir: string, m: DatasetMarker): Promise<Scenar
 }
 
 /** Nearest-rank percentile. */
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
+const percentile = (sorted: number[], p: number): number => quantile(sorted, p / 100) ?? Number.NaN;
 
 interface Summary {
   p50: number;

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import { Pool } from 'undici';
+import { quantile } from './stats.js';
 
 /**
  * The load driver's parts: request loops (closed or open loop), the marked-execution prober that times 202 →
@@ -54,15 +55,6 @@ export async function drive(opts: {
     }),
   );
   return { accepted, refused, seconds: (performance.now() - start) / 1000, lastAcceptAt };
-}
-
-/** The value at quantile q (0–1) of sorted numbers, by linear interpolation between closest ranks. */
-export function quantile(sorted: number[], q: number): number | null {
-  if (sorted.length === 0) return null;
-  const at = (sorted.length - 1) * q;
-  const lo = Math.floor(at);
-  const hi = Math.ceil(at);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
 }
 
 /**

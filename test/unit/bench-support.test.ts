@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { promValue, quantile } from '../../bench/support/load.js';
+import { promValue } from '../../bench/support/load.js';
+import { quantile } from '../../bench/support/stats.js';
 import { barChart, lineChart, niceMax, stack } from '../../bench/support/svg-chart.js';
 
 describe('benchmark figures', () => {

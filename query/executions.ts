@@ -1,10 +1,7 @@
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import type { Mode, Outcome } from '../schemas/records.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listPartitionFiles } from '../storage/layout.js';
-import { COMPACTED_PREFIX, idIndexPath } from '../storage/manifest.js';
+import { listPartitionFiles, partitionHourOf } from '../storage/layout.js';
 import { type Constraint, constraintSql } from './constraints.js';
 import {
   type ColumnRef,
@@ -13,7 +10,8 @@ import {
   contextFilterSql,
   matchedValueSql,
 } from './context-filter.js';
-import { firstExecutionLogs, json, type LogItem } from './logs.js';
+import { filesForId } from './id-index.js';
+import { executionLogWindow, firstExecutionLogs, json, type LogItem } from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -70,7 +68,7 @@ const SORT_KEY: Record<ExecutionSort, { first: string; within: string }> = {
 const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, endpoint, method, status_code,
   duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type`;
 
-const FROM_FILES = 'read_parquet($files, union_by_name = true)';
+const FROM_FILES = 'read_parquet($files, union_by_name = true, hive_partitioning = false)';
 
 export interface BuiltQuery {
   sql: string;
@@ -218,126 +216,42 @@ export interface ExecutionDetail extends ExecutionSummary {
 
 export const DETAIL_LOG_LIMIT = 1000;
 
-/**
- * The stored row of one execution (the first stored copy, as compaction keeps), with `columns` besides the
- * summary's; null when the workspace and mode have no such execution.
- */
-async function findExecutionRow(
+const HOUR_MS = 3_600_000;
+const DETAIL_COLUMNS =
+  ', span_id, parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated';
+
+/** The files that may hold an execution: by-id parts and the current hour's files; none when no file has it. */
+async function executionFiles(
   engine: QueryEngine,
   dataDir: string,
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
+): Promise<string[]> {
+  const all = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
+  return filesForId(all, executionId);
+}
+
+/**
+ * The stored row of one execution in `toRead` (the first stored copy, as compaction keeps), with `columns`
+ * besides the summary's; null when none has it.
+ */
+async function readExecutionRow(
+  engine: QueryEngine,
+  toRead: string[],
+  executionId: string,
   columns = '',
 ): Promise<Row | null> {
-  const all = await files(dataDir, 'executions', scope, 0, Number.MAX_SAFE_INTEGER);
-  const where = await locate(engine, all, executionId);
-  if (where.files.length === 0) return null;
-  const hint = where.hint ? ' AND service = $service AND started_at = epoch_ms($startedAt::BIGINT)' : '';
+  if (toRead.length === 0) return null;
   // No LIMIT 1: with one, DuckDB materializes late (finds the row, then reads its row group a second time for
-  // the other columns), which costs a third more; the stored copies of one id are few and sorted here anyway.
+  // the other columns); the stored copies of one id are few and sorted here anyway.
   const rows = await engine.all(
     `SELECT ${SUMMARY_COLUMNS}${columns}
      FROM ${FROM_FILES}
-     WHERE execution_id = $id${hint}
+     WHERE execution_id = $id
      ORDER BY received_at ASC, ingest_seq ASC`,
-    {
-      files: where.files,
-      id: executionId,
-      ...(where.hint ? { service: where.hint.service, startedAt: where.hint.startedAtMs } : {}),
-    },
+    { files: toRead, id: executionId },
   );
   return rows[0] ?? null;
-}
-
-/**
- * A compacted file's id index and the range of ids it holds (from its footer statistics; null bounds when the
- * writer left them out); null when the file has none (compacted before indexes were written). Files are
- * immutable once visible, so this is read once per file.
- */
-interface IdIndex {
-  path: string;
-  min: string | null;
-  max: string | null;
-}
-const idIndexes = new Map<string, IdIndex | null>();
-
-async function idIndexesOf(engine: QueryEngine, compacted: string[]): Promise<(IdIndex | null)[]> {
-  const unknown = compacted.filter((p) => !idIndexes.has(p));
-  if (unknown.length > 0) {
-    const present = (
-      await Promise.all(
-        unknown.map((p) =>
-          fs.access(idIndexPath(p)).then(
-            () => p,
-            () => null,
-          ),
-        ),
-      )
-    ).filter((p) => p !== null);
-    const ranges =
-      present.length === 0
-        ? []
-        : await engine.all(
-            `SELECT file_name, min(stats_min_value) AS min, max(stats_max_value) AS max,
-               count(*) FILTER (WHERE stats_min_value IS NULL OR stats_max_value IS NULL) AS open
-             FROM parquet_metadata($files) WHERE path_in_schema = 'execution_id' GROUP BY file_name`,
-            { files: present.map(idIndexPath) },
-          );
-    const byIndex = new Map(ranges.map((r) => [r.file_name as string, r]));
-    if (idIndexes.size > 100_000) idIndexes.clear();
-    for (const p of unknown) {
-      const r = byIndex.get(idIndexPath(p));
-      // One row group without statistics leaves the file's range open.
-      const bounded = r && Number(r.open) === 0;
-      idIndexes.set(
-        p,
-        present.includes(p)
-          ? {
-              path: idIndexPath(p),
-              min: bounded ? (r.min as string) : null,
-              max: bounded ? (r.max as string) : null,
-            }
-          : null,
-      );
-    }
-  }
-  return compacted.map((p) => idIndexes.get(p) ?? null);
-}
-
-/** Where an execution may be: files to read, and when the id index placed it, its service and start. */
-interface Located {
-  files: string[];
-  /** One indexed hit: the row-group statistics of these two columns single out its row group. */
-  hint?: { service: string; startedAtMs: number };
-}
-
-/**
- * The files that may hold `executionId`: a compacted file only when its sorted id index has the id (one small
- * row group per index, found by its statistics), every other (recent, small) file as it is. An index whose id
- * range excludes the id is not even opened: with time-ordered ids (ULIDs) one hour's index is read, not all.
- * Ids are ASCII (schemas/ingest-items.ts), so JavaScript's string order is DuckDB's.
- */
-async function locate(engine: QueryEngine, paths: string[], executionId: string): Promise<Located> {
-  const compacted = paths.filter((p) => path.basename(p).startsWith(COMPACTED_PREFIX));
-  const rest = paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX));
-  const indexes = await idIndexesOf(engine, compacted);
-  const toSearch: string[] = [];
-  indexes.forEach((ix, i) => {
-    if (!ix) rest.push(compacted[i]!);
-    else if ((ix.min === null || ix.min <= executionId) && (ix.max === null || executionId <= ix.max))
-      toSearch.push(ix.path);
-  });
-  if (toSearch.length === 0) return { files: rest };
-  const hits = await engine.all(
-    `SELECT filename, service, epoch_ms(started_at)::DOUBLE AS started_at_ms
-     FROM read_parquet($files, filename = true) WHERE execution_id = $id`,
-    { files: toSearch, id: executionId },
-  );
-  const files = [...new Set(hits.map((h) => (h.filename as string).slice(0, -'.ids'.length))), ...rest];
-  const only = hits.length === 1 && rest.length === 0 ? hits[0]! : null;
-  return only
-    ? { files, hint: { service: only.service as string, startedAtMs: Number(only.started_at_ms) } }
-    : { files };
 }
 
 /** An execution's summary, or null: the cheap existence check. */
@@ -347,7 +261,8 @@ export async function findExecution(
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
 ): Promise<ExecutionSummary | null> {
-  const r = await findExecutionRow(engine, dataDir, scope, executionId);
+  const toRead = await executionFiles(engine, dataDir, scope, executionId);
+  const r = await readExecutionRow(engine, toRead, executionId);
   return r ? toSummary(r, scope.mode) : null;
 }
 
@@ -357,24 +272,30 @@ export async function getExecution(
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
 ): Promise<ExecutionDetail | null> {
-  const r = await findExecutionRow(
-    engine,
-    dataDir,
-    scope,
-    executionId,
-    ', span_id, parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated',
-  );
+  const toRead = await executionFiles(engine, dataDir, scope, executionId);
+  // Executions are partitioned by the hour they started in. When every file that may hold this one is of one
+  // hour, its logs' window (logs.ts executionLogWindow) starts an hour before that hour and, unless it ran for
+  // over an hour, ends before two hours after: its logs are read from that much while its row is read, then cut
+  // to the exact window.
+  const hours = new Set(toRead.map(partitionHourOf));
+  const hour = hours.size === 1 ? [...hours][0]! : null;
+  const guess = hour === null ? null : { from: hour - HOUR_MS, to: hour + 2 * HOUR_MS };
+  // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
+  const logsIn = (window: { from: number; to: number }) =>
+    firstExecutionLogs(engine, dataDir, scope, executionId, window, DETAIL_LOG_LIMIT + 1);
+  const early = guess ? logsIn(guess) : null;
+  // Not left unobserved when the row is missing or its read fails.
+  early?.catch(() => {});
+  const r = await readExecutionRow(engine, toRead, executionId, DETAIL_COLUMNS);
   if (!r) return null;
   const summary = toSummary(r, scope.mode);
-  const startedAt = Number(r.started_at_ms);
-  // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
-  const logs = await firstExecutionLogs(
-    engine,
-    dataDir,
-    scope,
-    { executionId, startedAt, durationMs: summary.durationMs },
-    DETAIL_LOG_LIMIT + 1,
-  );
+  const window = executionLogWindow({ startedAt: Number(r.started_at_ms), durationMs: summary.durationMs });
+  // In time order, so the logs before window.to are the window's first ones (and all of them when the guess
+  // had fewer than its limit).
+  const logs =
+    early && guess && window.from === guess.from && window.to <= guess.to
+      ? (await early).filter((l) => Date.parse(l.timestamp) < window.to)
+      : await logsIn(window);
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,

@@ -3,6 +3,7 @@ import { LOG_LEVEL_NUM, type LogLevel, type Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import type { BuiltQuery } from './executions.js';
+import { filesForId } from './id-index.js';
 
 /**
  * SQL for `GET /api/logs` and `GET /api/executions/{id}/logs` (CONTRACT §6.4, §7). Every request value travels
@@ -55,7 +56,8 @@ const ORDER_BY: Record<LogSort, string> = {
 const LOG_COLUMNS = `epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id,
   trace_id, span_id, logger, attributes, exception, truncated`;
 
-const FROM_FILES = 'read_parquet($files, union_by_name = true, filename = true, file_row_number = true)';
+const FROM_FILES =
+  'read_parquet($files, union_by_name = true, hive_partitioning = false, filename = true, file_row_number = true)';
 
 export function buildLogWhere(f: LogFilter): BuiltQuery {
   const where = ['timestamp >= epoch_ms($from::BIGINT)', 'timestamp < epoch_ms($to::BIGINT)'];
@@ -84,11 +86,20 @@ export function buildLogWhere(f: LogFilter): BuiltQuery {
 export function buildLogListQuery(f: LogFilter, p: LogPage): { list: BuiltQuery; count: BuiltQuery } {
   const where = buildLogWhere(f);
   const list = `SELECT ${LOG_COLUMNS}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
-  const count = `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true)\nWHERE ${where.sql}`;
+  const count = `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true, hive_partitioning = false)\nWHERE ${where.sql}`;
   return {
     list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
     count: { sql: count, params: where.params },
   };
+}
+
+/**
+ * The files a filter's logs are read from: with an execution id, the by-id parts that may hold its logs
+ * instead of the compacted files they copy (query/id-index.ts).
+ */
+async function logFiles(dataDir: string, f: LogFilter): Promise<string[]> {
+  const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
+  return f.executionId === undefined || files.length === 0 ? files : filesForId(files, f.executionId);
 }
 
 /** A JSON text column back to its value (null stays null). */
@@ -117,7 +128,7 @@ export async function listLogs(
   f: LogFilter,
   p: LogPage,
 ): Promise<{ data: LogItem[]; total: number }> {
-  const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
+  const files = await logFiles(dataDir, f);
   if (files.length === 0) return { data: [], total: 0 };
   const q = buildLogListQuery(f, p);
   const [rows, count] = await Promise.all([
@@ -131,17 +142,26 @@ const HOUR_MS = 3_600_000;
 /** How far around an execution its logs are looked for (they share its trace of time, give or take). */
 const EXECUTION_LOG_WINDOW_MS = HOUR_MS;
 
+/**
+ * The time window an execution's logs are looked for in: ±1 h around it, widened to whole hours (the files
+ * are hour partitions, so the widening costs nothing and leaves no partition half in).
+ */
+export function executionLogWindow(execution: { startedAt: number; durationMs: number }): {
+  from: number;
+  to: number;
+} {
+  return {
+    from: Math.floor((execution.startedAt - EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS,
+    to: Math.ceil((execution.startedAt + execution.durationMs + EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS,
+  };
+}
+
 /** Where an execution's logs are looked for. */
 function executionLogFilter(
   scope: { workspaceId: string; mode: Mode },
   execution: { executionId: string; startedAt: number; durationMs: number },
 ): LogFilter {
-  // The detail reads every row of the hour partitions the window touches; widening the window to whole hours
-  // selects exactly those rows.
-  const from = Math.floor((execution.startedAt - EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
-  const to =
-    Math.ceil((execution.startedAt + execution.durationMs + EXECUTION_LOG_WINDOW_MS) / HOUR_MS) * HOUR_MS;
-  return { ...scope, from, to, executionId: execution.executionId };
+  return { ...scope, ...executionLogWindow(execution), executionId: execution.executionId };
 }
 
 /** All logs of one execution, in time order (CONTRACT §6.4). */
@@ -156,18 +176,19 @@ export async function listExecutionLogPage(
 }
 
 /**
- * The first `limit` logs of one execution, in time order, for the detail view: without the count of them
- * all, a second scan of every log in the window as long as the first.
+ * The first `limit` logs of one execution within `window`, in time order, for the detail view: without the
+ * count of them all, a second scan of every log in the window as long as the first.
  */
 export async function firstExecutionLogs(
   engine: QueryEngine,
   dataDir: string,
   scope: { workspaceId: string; mode: Mode },
-  execution: { executionId: string; startedAt: number; durationMs: number },
+  executionId: string,
+  window: { from: number; to: number },
   limit: number,
 ): Promise<LogItem[]> {
-  const f = executionLogFilter(scope, execution);
-  const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
+  const f: LogFilter = { ...scope, ...window, executionId };
+  const files = await logFiles(dataDir, f);
   if (files.length === 0) return [];
   const q = buildLogListQuery(f, { page: 1, pageSize: limit, sort: 'timestamp' });
   return (await engine.all(q.list.sql, { ...q.list.params, files })).map(toLogItem);

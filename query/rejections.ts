@@ -37,14 +37,14 @@ export function buildRejectionListQuery(
   return {
     list: {
       sql: `SELECT epoch_ms(received_at)::DOUBLE AS received_at_ms, request_id, kind, item_index, code, details
-FROM read_parquet($files, union_by_name = true, filename = true, file_row_number = true)
+FROM read_parquet($files, union_by_name = true, hive_partitioning = false, filename = true, file_row_number = true)
 WHERE ${where}
 ORDER BY ${ORDER_BY}
 LIMIT $limit OFFSET $offset`,
       params: { ...params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize },
     },
     count: {
-      sql: `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true)\nWHERE ${where}`,
+      sql: `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true, hive_partitioning = false)\nWHERE ${where}`,
       params,
     },
   };

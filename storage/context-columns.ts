@@ -14,7 +14,9 @@ export type ContextKind = 's' | 'n' | 'b';
 export const MAX_INDEXED_STRING = 256;
 
 /** Paths are validated dotted paths ([A-Za-z0-9_.-]), so the name is safe inside a quoted SQL identifier. */
-export const contextColumn = (path: string, kind: ContextKind) => `ctx_${kind}:${path}`;
+/** Every typed context column's name starts with it; no stored column of a dataset does. */
+export const CONTEXT_COLUMN_PREFIX = 'ctx_';
+export const contextColumn = (path: string, kind: ContextKind) => `${CONTEXT_COLUMN_PREFIX}${kind}:${path}`;
 
 export function contextColumnDefs(paths: readonly string[]): ColumnDef[] {
   return paths.flatMap((p) => [

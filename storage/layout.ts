@@ -38,6 +38,16 @@ export function partitionDir(
   );
 }
 
+const PARTITION_HOUR = /\/date=(\d{4}-\d{2}-\d{2})\/hour=(\d{2})\/[^/]*$/;
+
+/** The start of the hour partition a file (or a sidecar of one) is in, in epoch ms; null when not in one. */
+export function partitionHourOf(filePath: string): number | null {
+  const m = PARTITION_HOUR.exec(filePath.split(path.sep).join('/'));
+  if (!m) return null;
+  const ms = Date.parse(`${m[1]}T${m[2]}:00:00Z`);
+  return Number.isFinite(ms) ? ms : null;
+}
+
 async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {
     return await fs.readdir(dir);

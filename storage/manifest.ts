@@ -24,6 +24,16 @@ export interface Manifest {
   replaced: { name: string; at: number }[];
   /** Replaced files already deleted: a late journal recovery must not take their absence for data loss. */
   deleted: string[];
+  /** Per live file with a by-id copy, its parts in id order (absent in manifests written before copies). */
+  byId?: Record<string, ByIdPart[]>;
+}
+
+/** A part of a by-id copy and the execution ids it holds (null bounds: unknown, any id may be there). */
+export interface ByIdPart {
+  name: string;
+  min: string | null;
+  max: string | null;
+  rows: number;
 }
 
 export const emptyManifest = (): Manifest => ({ version: 0, live: [], replaced: [], deleted: [] });
@@ -51,10 +61,25 @@ export function visibleFiles(names: string[], m: Manifest | null): string[] {
 }
 
 /**
- * The sorted execution-id index written beside a compacted executions file. Not `.parquet`-suffixed, so no
- * listing takes it for data; it lives and dies with its file.
+ * The by-id copy of a compacted file: its rows sorted by execution id, in parts `<file>.ids-0000`, … each
+ * holding a disjoint, ascending slice of the ids (storage/compaction.ts). Not `.parquet`-suffixed, so no listing
+ * takes them for data; they live and die with their file.
  */
-export const idIndexPath = (parquetPath: string) => `${parquetPath}.ids`;
+const BY_ID_PART = '.ids-';
+export const byIdPartName = (dataName: string, k: number) =>
+  `${dataName}${BY_ID_PART}${String(k).padStart(4, '0')}`;
+/** The part names of `dataName` among a directory's `names`, in id order. */
+export const byIdPartsOf = (dataName: string, names: string[]) =>
+  names.filter((n) => n.startsWith(`${dataName}${BY_ID_PART}`)).sort();
+/** The data file a by-id part belongs to, or null when `name` is not one. */
+export function byIdDataName(name: string): string | null {
+  const at = name.lastIndexOf(BY_ID_PART);
+  return at > 0 && /^\d+$/.test(name.slice(at + BY_ID_PART.length)) ? name.slice(0, at) : null;
+}
+/** Where a compaction writes the parts before renaming them into place. */
+export const byIdTempDir = (dataPath: string) => `${dataPath}.ids.tmp`;
+/** The single execution-id index an earlier version wrote beside a compacted file: deleted with it. */
+export const legacyIdIndexPath = (dataPath: string) => `${dataPath}.ids`;
 
 /** True when the manifest accounts for this file having gone (compacted away). */
 export function retired(m: Manifest | null, name: string): boolean {

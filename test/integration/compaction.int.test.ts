@@ -5,7 +5,7 @@ import { CommitJournal } from '../../storage/commit-journal.js';
 import { compactPartition } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
-import { idIndexPath, MANIFEST } from '../../storage/manifest.js';
+import { byIdPartsOf, legacyIdIndexPath, MANIFEST } from '../../storage/manifest.js';
 import { execution, ingest, startStack, type TestStack } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
 
@@ -45,6 +45,12 @@ async function ingestSeparately(batches: Record<string, unknown>[][]) {
 
 const files = (from: number, to: number) =>
   listPartitionFiles(stack.config.dataDir, 'executions', owner.workspaceId, 'test', from, to);
+
+/** The by-id parts beside a compacted file. */
+const partsOf = async (file: string) =>
+  byIdPartsOf(path.basename(file), await fs.readdir(path.dirname(file))).map((n) =>
+    path.join(path.dirname(file), n),
+  );
 
 describe('compaction', () => {
   it('merges files under a read loop without a count ever changing, then deletes the replaced files', async () => {
@@ -114,10 +120,10 @@ describe('compaction', () => {
     });
     // The first stored copy is the one kept.
     expect(detail.json().durationMs).toBe(ex.durationMs);
-    // The merged file has its sorted id index beside it, which the detail lookup goes through.
+    // The merged file has its by-id copy beside it, which the detail reads.
     const merged = await files(hour, hour + HOUR);
     expect(merged).toHaveLength(1);
-    await expect(fs.access(idIndexPath(merged[0]!))).resolves.toBeUndefined();
+    expect(await partsOf(merged[0]!)).toHaveLength(1);
     const missing = await call(stack.service, 'GET', '/api/executions/not-there', { token: owner.session });
     expect(missing.statusCode).toBe(404);
   });
@@ -170,7 +176,7 @@ describe('compaction', () => {
     }
   });
 
-  it('the detail finds executions in files with an id index and in files compacted before indexes', async () => {
+  it('the detail finds executions in files with a by-id copy and in files compacted before them', async () => {
     const ids: string[] = [];
     for (const [offset, keepIndex] of [
       [5, true],
@@ -183,8 +189,16 @@ describe('compaction', () => {
       await ingestSeparately([ex.slice(0, 3), ex.slice(3)]);
       await stack.service.pipeline!.compact();
       const [file] = await files(hour, hour + HOUR);
-      // Removed before any lookup has read the file, as a file compacted before indexes never had one.
-      if (!keepIndex) await fs.rm(idIndexPath(file!));
+      // Removed before any lookup has read the file, as a file compacted before by-id copies has none (it may
+      // have the single id index of that time, which is not read).
+      if (!keepIndex) {
+        for (const part of await partsOf(file!)) await fs.rm(part);
+        const manifestPath = path.join(path.dirname(file!), MANIFEST);
+        const manifest = JSON.parse(await fs.readFile(manifestPath, 'utf8'));
+        delete manifest.byId;
+        await fs.writeFile(manifestPath, JSON.stringify(manifest));
+        await fs.writeFile(legacyIdIndexPath(file!), 'not parquet');
+      }
       ids.push(...ex.map((e) => e.executionId as string));
     }
     for (const id of ids) {
@@ -192,5 +206,138 @@ describe('compaction', () => {
       expect(res.statusCode, res.body).toBe(200);
       expect(res.json().executionId).toBe(id);
     }
+  });
+});
+
+describe('by-id copies', () => {
+  const detailOf = async (id: string) => {
+    const res = await call(stack.service, 'GET', `/api/executions/${id}`, { token: owner.session });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json() as { executionId: string; durationMs: number; logs: { message: string }[] };
+  };
+  const listed = async (url: string) => {
+    const res = await call(stack.service, 'GET', url, { token: owner.session });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json() as { data: { message: string }[]; total: number };
+  };
+  const log = (executionId: string | undefined, timestamp: number, message: string) => ({
+    timestamp,
+    level: 'info',
+    message,
+    service: 'by-id',
+    environment: 'production',
+    ...(executionId ? { executionId } : {}),
+  });
+  const logFiles = (from: number, to: number) =>
+    listPartitionFiles(stack.config.dataDir, 'logs', owner.workspaceId, 'test', from, to);
+  const send = async (body: Record<string, unknown>) => {
+    expect((await ingest(stack.service, owner.testKey, body)).statusCode).toBe(202);
+    await stack.service.pipeline!.drained();
+  };
+
+  it('an execution and its logs are read from the by-id parts, from files written since and from the next hour', async () => {
+    const hour = hourStart(Date.now()) - 8 * HOUR;
+    const startedAt = hour + HOUR - 1000;
+    const ex = execution({
+      service: 'by-id',
+      startedAt,
+      durationMs: 800,
+      logs: [0, 1, 2].map((i) => ({ timestamp: startedAt + 100 * i, level: 'info', message: `inline ${i}` })),
+    });
+    // Many executions, so the copies have several parts (16 row groups of 2,048 executions each, at most).
+    const others = Array.from({ length: 40_000 }, (_, i) =>
+      execution({
+        service: `by-id-${i % 7}`,
+        startedAt: hour + (i % 3_500_000),
+        logs:
+          i % 1000 === 0 ? [{ timestamp: hour + (i % 3_500_000), level: 'warn', message: `other ${i}` }] : [],
+      }),
+    );
+    await send({ executions: [ex], logs: [log(undefined, startedAt + 50, 'no execution')] });
+    for (let i = 0; i < others.length; i += 1000) await send({ executions: others.slice(i, i + 1000) });
+    await send({ logs: [log(ex.executionId as string, startedAt + 250, 'sent apart')] });
+    await stack.service.pipeline!.compact();
+    const [exFile, ...moreEx] = await files(hour, hour + HOUR);
+    const [logFile, ...moreLogs] = await logFiles(hour, hour + HOUR);
+    expect([moreEx.length, moreLogs.length]).toEqual([0, 0]);
+    expect((await partsOf(exFile!)).length).toBeGreaterThan(1);
+    expect(await partsOf(logFile!)).toHaveLength(1);
+
+    // After the merge: one more log in a file of its own (no copy) and one in the next hour's partition.
+    await send({
+      logs: [
+        log(ex.executionId as string, startedAt + 700, 'after the merge'),
+        log(ex.executionId as string, hour + HOUR + 500, 'next hour'),
+      ],
+    });
+    expect(await logFiles(hour, hour + HOUR)).toHaveLength(2);
+    const expected = ['inline 0', 'inline 1', 'inline 2', 'sent apart', 'after the merge', 'next hour'];
+    expect((await detailOf(ex.executionId as string)).logs.map((l) => l.message)).toEqual(expected);
+    const paged = await listed(`/api/executions/${ex.executionId}/logs?pageSize=4&page=2`);
+    expect([paged.total, paged.data.map((l) => l.message)]).toEqual([6, expected.slice(4)]);
+    const byFilter = await listed(
+      `/api/logs?executionId=${ex.executionId}&from=${hour}&to=${hour + 2 * HOUR}&sort=timestamp`,
+    );
+    expect(byFilter.data.map((l) => l.message)).toEqual(expected);
+    // Every execution of the hour is found, whichever part holds it, with its own logs.
+    for (const o of others.filter((_, i) => i % 997 === 0 || i % 1000 === 0)) {
+      const d = await detailOf(o.executionId as string);
+      expect(d.executionId).toBe(o.executionId);
+      expect(d.logs.map((l) => l.message)).toEqual((o.logs as { message: string }[]).map((l) => l.message));
+    }
+    expect((await listed(`/api/logs?from=${hour}&to=${hour + HOUR}&serviceName=by-id`)).total).toBe(6);
+  });
+
+  it('the detail’s logs are those of the execution’s window: ±1 h around it, in whole hours, however long it ran', async () => {
+    // Logs up to 5 h after: hours no other test writes.
+    const hour = hourStart(Date.now()) - 20 * HOUR;
+    // Started on the hour and took no time: its window ends an hour after it.
+    const short = execution({ service: 'by-id', startedAt: hour, durationMs: 0 });
+    const long = execution({ service: 'by-id', startedAt: hour + 2000, durationMs: 3 * HOUR });
+    const id = (e: Record<string, unknown>) => e.executionId as string;
+    await send({
+      executions: [short, long],
+      logs: [
+        log(id(short), hour + 500, 'short: in'),
+        log(id(short), hour + HOUR + 1_800_000, 'short: after its window'),
+        log(id(long), hour + 2.5 * HOUR, 'long: 2.5 h in'),
+        log(id(long), hour + 4.5 * HOUR, 'long: 4.5 h in'),
+        log(id(long), hour + 5 * HOUR + 1, 'long: after its window'),
+      ],
+    });
+    const check = async () => {
+      expect((await detailOf(id(short))).logs.map((l) => l.message)).toEqual(['short: in']);
+      expect((await detailOf(id(long))).logs.map((l) => l.message)).toEqual([
+        'long: 2.5 h in',
+        'long: 4.5 h in',
+      ]);
+      expect((await listed(`/api/executions/${id(long)}/logs`)).total).toBe(2);
+    };
+    await check();
+    await stack.service.pipeline!.compact();
+    expect(path.basename((await files(hour, hour + HOUR))[0]!)).toMatch(/^c-\d/);
+    await check();
+  });
+
+  it('a logs file without any execution id gets an empty by-id copy, and lookups by id find nothing there', async () => {
+    const hour = hourStart(Date.now()) - 10 * HOUR;
+    await send({ logs: [log(undefined, hour + 1000, 'alone 1'), log(undefined, hour + 2000, 'alone 2')] });
+    await stack.service.pipeline!.compact();
+    const [merged] = await logFiles(hour, hour + HOUR);
+    expect(path.basename(merged!)).toMatch(/^c-\d/);
+    // DuckDB writes one part without a row group; the lookup skips it.
+    const parts = await partsOf(merged!);
+    const engine = await QueryEngine.open(stack.config.dataDir, 1);
+    try {
+      const [row] = await engine.all('SELECT count(*)::DOUBLE AS n FROM read_parquet($files)', {
+        files: parts,
+      });
+      expect([parts.length, row!.n]).toEqual([1, 0]);
+    } finally {
+      engine.close();
+    }
+    const window = `from=${hour}&to=${hour + HOUR}`;
+    expect((await listed(`/api/logs?${window}`)).total).toBe(2);
+    expect((await listed(`/api/logs?executionId=ex-none&${window}`)).total).toBe(0);
   });
 });

@@ -172,13 +172,21 @@ describe('commit journal', () => {
     await fs.rm(path.join(data, '_journal', 'wD-0000000001.json.lost'));
 
     // The uncommitted temporary file c is an orphan once it is old enough.
-    // So is the id index of a compaction that died before its merged file was renamed in; a live one stays.
-    await fs.writeFile(path.join(data, 'executions', 'c-dead.parquet.ids'), 'x');
-    await fs.writeFile(path.join(data, 'executions', 'a.parquet.ids'), 'x');
+    // So are the by-id parts of a compaction that died before its merged file was renamed in (or the single id
+    // index of an earlier version), and the directory DuckDB was writing parts into; those of a live file stay.
+    const at = (name: string) => path.join(data, 'executions', name);
+    await fs.writeFile(at('c-dead.parquet.ids-0000'), 'x');
+    await fs.writeFile(at('c-dead.parquet.ids'), 'x');
+    await fs.mkdir(at('c-dying.parquet.ids.tmp'));
+    await fs.writeFile(path.join(at('c-dying.parquet.ids.tmp'), 'data_0.parquet'), 'x');
+    await fs.writeFile(at('a.parquet.ids-0000'), 'x');
+    await fs.writeFile(at('a.parquet.ids'), 'x');
     expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);
-    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(2);
-    await expect(fs.access(path.join(data, 'executions', 'c-dead.parquet.ids'))).rejects.toThrow();
-    await expect(fs.access(path.join(data, 'executions', 'a.parquet.ids'))).resolves.toBeUndefined();
+    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(4);
+    for (const gone of ['c-dead.parquet.ids-0000', 'c-dead.parquet.ids', 'c-dying.parquet.ids.tmp'])
+      await expect(fs.access(at(gone))).rejects.toThrow();
+    for (const kept of ['a.parquet.ids-0000', 'a.parquet.ids'])
+      await expect(fs.access(at(kept))).resolves.toBeUndefined();
     await expect(fs.access(tmp('c'))).rejects.toThrow();
     await expect(fs.access(fin('a'))).resolves.toBeUndefined();
   });

@@ -6,12 +6,14 @@ import { parseArgs } from 'node:util';
 import { constraintsFromParams } from '../query/constraints.js';
 import {
   buildListQuery,
+  DETAIL_LOG_LIMIT,
   type ExecutionFilter,
   getExecution,
   listExecutions,
   type Page,
 } from '../query/executions.js';
-import { QueryEngine, type SqlParam } from '../storage/duckdb.js';
+import { buildLogListQuery, executionLogWindow } from '../query/logs.js';
+import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type DatasetMarker, prepareDataset } from './support/dataset.js';
 import { quantile } from './support/stats.js';
@@ -46,6 +48,7 @@ const USAGE = `usage: node dist/bench/query.js [options]
   --data-dir DIR   keep the dataset here and reuse it when its parameters match; default a temp dir
   --keep           keep the temp dir at the end
   --explain        print DuckDB's EXPLAIN ANALYZE of each raw query once
+  --only KEYS      only these queries, comma-separated: service-context,two-context,detail,sort-duration
 `;
 
 interface Options {
@@ -58,6 +61,7 @@ interface Options {
   dataDir: string | null;
   keep: boolean;
   explain: boolean;
+  only: string[] | null;
 }
 
 function parseOptions(args: string[]): Options | null {
@@ -74,6 +78,7 @@ function parseOptions(args: string[]): Options | null {
       'data-dir': { type: 'string' },
       keep: { type: 'boolean', default: false },
       explain: { type: 'boolean', default: false },
+      only: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -104,6 +109,7 @@ function parseOptions(args: string[]): Options | null {
     dataDir: values['data-dir'] ? path.resolve(values['data-dir']) : null,
     keep: values.keep ?? false,
     explain: values.explain ?? false,
+    only: values.only ? values.only.split(',').map((k) => k.trim()) : null,
   };
 }
 
@@ -131,8 +137,8 @@ interface Scenario {
 }
 
 /**
- * The statement of `getExecution` (query/executions.ts), which does not export it; keep the two in step. The
- * detail's log lookup is not part of it: the dataset has no logs, so the layer's lookup ends at a readdir.
+ * The statement of `getExecution` (query/executions.ts), which does not export it; keep the two in step. Raw,
+ * it reads every file's id column: the layer goes through the id indexes first.
  */
 const DETAIL_SQL = `SELECT execution_id, trace_id, service, environment, source, endpoint, method, status_code,
   duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type, span_id,
@@ -199,21 +205,52 @@ async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenar
   // A stride coprime with the sample count visits every sampled id before repeating one.
   const idFor = (run: number) => m.sampleIds[(run * 97 + 13) % m.sampleIds.length]!;
   const statement = (run: number) => ({ sql: DETAIL_SQL, params: { files, id: idFor(run) } });
+  /** The execution's logs as the detail lists them (the first DETAIL_LOG_LIMIT + 1), every file of their window read. */
+  const logStatement = async (id: string, row: Row) => {
+    const window = executionLogWindow({
+      startedAt: Number(row.started_at_ms),
+      durationMs: Number(row.duration_ms),
+    });
+    const logFiles = await listPartitionFiles(dataDir, 'logs', m.workspaceId, m.mode, window.from, window.to);
+    const q = buildLogListQuery(
+      { ...scope, ...window, executionId: id },
+      { page: 1, pageSize: DETAIL_LOG_LIMIT + 1, sort: 'timestamp' },
+    );
+    return { sql: q.list.sql, params: { ...q.list.params, files: logFiles } };
+  };
+  // The execution and the timestamps and messages of its logs: the layer and the raw SQL must agree on all.
+  const answer = (id: string | null, logs: { ts: number; message: string }[]) => ({
+    total: id ? 1 : 0,
+    ids: id ? [id, ...logs.map((l) => `${l.ts} ${l.message}`)] : [],
+  });
   return {
     key: 'detail',
-    label: 'detail by execution id',
+    label: 'detail by execution id, with its logs',
     targetP95Ms: 20,
     files: files.length,
     layer: async (engine, run) => {
       const d = await getExecution(engine, dataDir, scope, idFor(run));
-      return { total: d ? 1 : 0, ids: d ? [d.executionId] : [] };
+      return answer(
+        d?.executionId ?? null,
+        (d?.logs ?? []).map((l) => ({ ts: Date.parse(l.timestamp), message: l.message })),
+      );
     },
     raw: async (engine, run) => {
       const s = statement(run);
-      const rows = (await engine.all(s.sql, s.params)).slice(0, 1);
-      return { total: rows.length, ids: rows.map((r) => r.execution_id as string) };
+      const [row] = await engine.all(s.sql, s.params);
+      if (!row) return answer(null, []);
+      const logs = await logStatement(s.params.id, row);
+      const rows = await engine.all(logs.sql, logs.params);
+      return answer(
+        row.execution_id as string,
+        rows.map((l) => ({ ts: Number(l.ts_ms), message: l.message as string })),
+      );
     },
-    statements: async (_engine, run) => [statement(run)],
+    statements: async (engine, run) => {
+      const s = statement(run);
+      const [row] = await engine.all(s.sql, s.params);
+      return row ? [s, await logStatement(s.params.id, row)] : [s];
+    },
   };
 }
 
@@ -266,7 +303,7 @@ async function buildScenarios(dataDir: string, m: DatasetMarker): Promise<Scenar
   ];
 }
 
-/** Nearest-rank percentile. */
+/** Interpolated percentile (bench/support/stats.ts). */
 const percentile = (sorted: number[], p: number): number => quantile(sorted, p / 100) ?? Number.NaN;
 
 interface Summary {
@@ -400,10 +437,14 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     process.stdout.write(
       `${reused ? 'reused (generated earlier: ' : 'generated ('}${fmt(g.rowsPerSec)} rows/s through BatchWriter, ` +
         `${fmt(g.seconds, 1)} s + compaction ${fmt(g.compaction.seconds, 1)} s); ` +
-        `${g.files} files, ${fmt(g.parquetBytes / 2 ** 20, 1)} MiB of Parquet\n\n`,
+        `${g.files} files, ${fmt(g.parquetBytes / 2 ** 20, 1)} MiB of Parquet; ` +
+        `${fmt(g.logs)} logs, ${fmt(g.logParquetBytes / 2 ** 20, 1)} MiB\n\n`,
     );
 
-    const scenarios = await buildScenarios(dataDir, marker);
+    const all = await buildScenarios(dataDir, marker);
+    const unknown = (o.only ?? []).filter((k) => !all.some((s) => s.key === k));
+    if (unknown.length > 0) throw new Error(`--only: no query ${unknown.join(', ')}`);
+    const scenarios = all.filter((s) => o.only === null || o.only.includes(s.key));
     const results: Record<string, Measured & { label: string; files: number; targetP95Ms: number | null }> =
       {};
     for (const s of scenarios) {

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { type MessageMeta, toChunks } from '../../pipeline/to-columns.js';
-import type { ExecutionRecord, Mode } from '../../schemas/records.js';
+import type { ExecutionRecord, LogLevel, LogRecord, Mode } from '../../schemas/records.js';
 import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
 import { CommitJournal } from '../../storage/commit-journal.js';
 import { runCompaction } from '../../storage/compaction.js';
@@ -11,7 +11,8 @@ import type { Codec } from '../../storage/parquet-encode.js';
 import { rng } from '../traffic.js';
 
 /**
- * A realistic executions dataset for the query benchmark, written through the service's own write path
+ * A realistic executions dataset for the query benchmark, with their logs (0–5 per execution, 2.5 on average, in
+ * its time; a failure adds an error log with the exception), written through the service's own write path
  * (ExecutionRecord → toChunks → BatchWriter + CommitJournal) and then compacted as the service would, so the
  * files queried are the layout the service converges to: one zstd file per hour, sorted by service and time.
  *
@@ -21,7 +22,7 @@ import { rng } from '../traffic.js';
  */
 
 /** Bump whenever the generator writes different rows or columns for the same parameters: old caches must not match. */
-const DATASET_VERSION = 2;
+const DATASET_VERSION = 5;
 const MARKER = 'bench-query-dataset.json';
 const HOUR_MS = 3_600_000;
 /** The service's default codec (PARQUET_COMPRESSION). */
@@ -57,9 +58,11 @@ export interface GenerationStats {
   filesWritten: number;
   bytesWritten: number;
   compaction: { seconds: number; partitions: number; filesIn: number; deleted: number };
-  /** After compaction: what the queries read. */
+  /** After compaction: what the queries read (executions). */
   files: number;
   parquetBytes: number;
+  logs: number;
+  logParquetBytes: number;
 }
 
 export interface DatasetMarker {
@@ -163,6 +166,16 @@ const CUSTOMERS = 2_000_000;
 const EXCEPTION_TYPES = ['TimeoutError', 'UpstreamError', 'DatabaseError', 'TypeError'];
 const USER_AGENTS = ['sdk-node/3.2.1', 'sdk-python/2.8.0', 'okhttp/4.12.0', 'Mozilla/5.0 (Macintosh)'];
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+const LOG_TABLES = [
+  'orders',
+  'customers',
+  'sessions',
+  'payments',
+  'inventory',
+  'prices',
+  'events',
+  'accounts',
+];
 
 interface Endpoint {
   route: string;
@@ -289,6 +302,7 @@ class TrafficGenerator {
   #seq = 0;
   readonly counts: number[];
   readonly sampleIds: string[] = [];
+  logs = 0;
 
   constructor(params: DatasetParams, fromMs: number) {
     this.#params = params;
@@ -310,12 +324,13 @@ class TrafficGenerator {
   }
 
   /** One request: up to REQUEST_ROWS executions of one service (an SDK batch comes from one process). */
-  request(): { records: ExecutionRecord[]; meta: MessageMeta } {
+  request(): { records: ExecutionRecord[]; logs: LogRecord[]; meta: MessageMeta } {
     const r = this.#r;
     const s = pick(this.#serviceCumulative, r());
     const svc = this.#world[s]!;
     const n = Math.min(REQUEST_ROWS, this.#params.executions - this.#next);
     const records: ExecutionRecord[] = new Array(n);
+    const logs: LogRecord[] = [];
     let newest = 0;
     for (let i = 0; i < n; i++) {
       const index = this.#next + i;
@@ -325,13 +340,16 @@ class TrafficGenerator {
       if (index % this.#sampleEvery === 0 && this.sampleIds.length < SAMPLE_IDS)
         this.sampleIds.push(rec.executionId);
       records[i] = rec;
+      this.#logsOf(rec, logs);
       newest = Math.max(newest, startedAt + rec.durationMs);
     }
     this.#next += n;
     this.counts[s]! += n;
     this.#seq++;
+    this.logs += logs.length;
     return {
       records,
+      logs,
       meta: {
         requestId: `req_${hex(r, 24)}`,
         receivedAt: Math.ceil(newest) + 200 + Math.floor(r() * 1500),
@@ -412,6 +430,61 @@ class TrafficGenerator {
       fingerprint: null,
       truncated: false,
     };
+  }
+
+  /**
+   * The execution's logs, as an SDK sends them inside the item (they inherit its ids, service and environment):
+   * 0–5 spread over its duration, plus an error log with the exception when it failed with one.
+   */
+  #logsOf(e: ExecutionRecord, out: LogRecord[]): void {
+    const r = this.#r;
+    const n = Math.floor(r() * 6);
+    const logger = `${e.service}.${e.endpoint.split('/')[2]}`;
+    const log = (
+      at: number,
+      level: LogLevel,
+      message: string,
+      attributes: string | null,
+      exception: string | null,
+    ) =>
+      out.push({
+        timestamp: Math.floor(e.startedAt + at * e.durationMs),
+        level,
+        message,
+        service: e.service,
+        environment: e.environment,
+        executionId: e.executionId,
+        traceId: e.traceId,
+        spanId: e.spanId,
+        logger,
+        attributes,
+        exception,
+        truncated: false,
+      });
+    for (let i = 0; i < n; i++) {
+      const roll = r();
+      const at = (i + r()) / (n + 1);
+      if (roll < 0.35) log(at, 'debug', `cache ${r() < 0.7 ? 'hit' : 'miss'} for ${e.endpoint}`, null, null);
+      else if (roll < 0.8)
+        log(
+          at,
+          'info',
+          `query ${LOG_TABLES[Math.floor(r() * LOG_TABLES.length)]} took ${Math.round(r() * e.durationMs)} ms`,
+          `{"rows":${Math.floor(r() * 200)},"db.system":"postgresql"}`,
+          null,
+        );
+      else if (roll < 0.95)
+        log(
+          at,
+          'warn',
+          `slow upstream call to ${LOG_TABLES[Math.floor(r() * LOG_TABLES.length)]}-svc, retrying`,
+          `{"attempt":${1 + Math.floor(r() * 3)}}`,
+          null,
+        );
+      else log(at, 'info', `${e.method} ${e.endpoint} ${e.statusCode}`, null, null);
+    }
+    if (e.exception)
+      log(1, 'error', `unhandled ${e.exceptionType}: ${e.exceptionMessage}`, null, e.exception);
   }
 
   services(): { name: string; executions: number }[] {
@@ -519,18 +592,19 @@ export async function prepareDataset(
     };
     while (!gen.done) {
       const buildStart = performance.now();
-      const parts = new Map<number, PartitionBatch>();
+      const parts = new Map<string, PartitionBatch>();
       const seqs: number[] = [];
       let rows = 0;
       while (rows < opts.batchRows && !gen.done) {
-        const { records, meta } = gen.request();
+        const { records, logs, meta } = gen.request();
         const chunks = toChunks(
-          { executions: records, logs: [], metrics: [], rejections: [] },
+          { executions: records, logs, metrics: [], rejections: [] },
           meta,
           INDEXED_CONTEXT_KEYS,
         ).finish();
         for (const c of chunks) {
-          let part = parts.get(c.hour);
+          const key = `${c.dataset}/${c.hour}`;
+          let part = parts.get(key);
           if (!part) {
             part = {
               dataset: c.dataset,
@@ -539,7 +613,7 @@ export async function prepareDataset(
               hour: c.hour,
               chunks: [],
             };
-            parts.set(c.hour, part);
+            parts.set(key, part);
           }
           part.chunks.push(c);
         }
@@ -577,6 +651,7 @@ export async function prepareDataset(
   }
   const compactionS = (performance.now() - compactionStart) / 1000;
   const after = await parquetFiles(path.join(dataDir, 'executions'));
+  const logsAfter = await parquetFiles(path.join(dataDir, 'logs'));
   const done: DatasetMarker = {
     ...marker,
     complete: true,
@@ -594,6 +669,8 @@ export async function prepareDataset(
       compaction: { seconds: compactionS, ...compaction },
       files: after.files,
       parquetBytes: after.bytes,
+      logs: gen.logs,
+      logParquetBytes: logsAfter.bytes,
     },
   };
   await writeMarker(dataDir, done);

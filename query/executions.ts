@@ -11,7 +11,15 @@ import {
   matchedValueSql,
 } from './context-filter.js';
 import { filesForId } from './id-index.js';
-import { executionLogWindow, firstExecutionLogs, json, type LogItem } from './logs.js';
+import {
+  buildLogListQuery,
+  executionLogWindow,
+  firstExecutionLogs,
+  json,
+  type LogItem,
+  logFiles,
+  toLogItem,
+} from './logs.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -68,7 +76,10 @@ const SORT_KEY: Record<ExecutionSort, { first: string; within: string }> = {
 const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, endpoint, method, status_code,
   duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type`;
 
-const FROM_FILES = 'read_parquet($files, union_by_name = true, hive_partitioning = false)';
+/** The files bound as `$<param>`. */
+const fromFiles = (param: string) =>
+  `read_parquet($${param}, union_by_name = true, hive_partitioning = false)`;
+const FROM_FILES = fromFiles('files');
 
 export interface BuiltQuery {
   sql: string;
@@ -273,29 +284,45 @@ export async function getExecution(
   executionId: string,
 ): Promise<ExecutionDetail | null> {
   const toRead = await executionFiles(engine, dataDir, scope, executionId);
+  if (toRead.length === 0) return null;
+  // One more log than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
+  const logPage = { page: 1, pageSize: DETAIL_LOG_LIMIT + 1, sort: 'timestamp' } as const;
   // Executions are partitioned by the hour they started in. When every file that may hold this one is of one
   // hour, its logs' window (logs.ts executionLogWindow) starts an hour before that hour and, unless it ran for
-  // over an hour, ends before two hours after: its logs are read from that much while its row is read, then cut
-  // to the exact window.
+  // over an hour, ends before two hours after: the row and the logs of that much are read in one statement
+  // (two concurrent ones contended for the cores: p95 34 ms against 17 at 10M executions), then the logs are
+  // cut to the exact window.
   const hours = new Set(toRead.map(partitionHourOf));
   const hour = hours.size === 1 ? [...hours][0]! : null;
   const guess = hour === null ? null : { from: hour - HOUR_MS, to: hour + 2 * HOUR_MS };
-  // One more than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
-  const logsIn = (window: { from: number; to: number }) =>
-    firstExecutionLogs(engine, dataDir, scope, executionId, window, DETAIL_LOG_LIMIT + 1);
-  const early = guess ? logsIn(guess) : null;
-  // Not left unobserved when the row is missing or its read fails.
-  early?.catch(() => {});
-  const r = await readExecutionRow(engine, toRead, executionId, DETAIL_COLUMNS);
+  const guessFilter = guess ? { ...scope, ...guess, executionId } : null;
+  const guessFiles = guessFilter ? await logFiles(dataDir, guessFilter) : [];
+  const rowSql = `SELECT ${SUMMARY_COLUMNS}${DETAIL_COLUMNS}, received_at, ingest_seq
+     FROM ${fromFiles('rowFiles')} WHERE execution_id = $executionId`;
+  let rows: Row[];
+  if (guessFilter && guessFiles.length > 0) {
+    const logs = buildLogListQuery(guessFilter, logPage, true).list;
+    rows = await engine.all(
+      `SELECT 'e' AS kind, * FROM (${rowSql})
+       UNION ALL BY NAME
+       SELECT 'l' AS kind, * FROM (${logs.sql})
+       ORDER BY kind, received_at, ingest_seq, ts_ms, log_seq, log_file, log_row`,
+      { ...logs.params, rowFiles: toRead, files: guessFiles },
+    );
+  } else {
+    rows = await engine.all(`${rowSql} ORDER BY received_at, ingest_seq`, { rowFiles: toRead, executionId });
+  }
+  // The first stored copy, as compaction keeps.
+  const r = rows.find((row) => row.kind === undefined || row.kind === 'e');
   if (!r) return null;
   const summary = toSummary(r, scope.mode);
   const window = executionLogWindow({ startedAt: Number(r.started_at_ms), durationMs: summary.durationMs });
-  // In time order, so the logs before window.to are the window's first ones (and all of them when the guess
+  // In time order, so the guess's logs before window.to are the window's first ones (all of them when the guess
   // had fewer than its limit).
   const logs =
-    early && guess && window.from === guess.from && window.to <= guess.to
-      ? (await early).filter((l) => Date.parse(l.timestamp) < window.to)
-      : await logsIn(window);
+    guess && window.from === guess.from && window.to <= guess.to
+      ? rows.filter((row) => row.kind === 'l' && Number(row.ts_ms) < window.to).map(toLogItem)
+      : await firstExecutionLogs(engine, dataDir, scope, executionId, window, DETAIL_LOG_LIMIT + 1);
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,

@@ -83,9 +83,18 @@ export function buildLogWhere(f: LogFilter): BuiltQuery {
   return { sql: where.join('\n  AND '), params };
 }
 
-export function buildLogListQuery(f: LogFilter, p: LogPage): { list: BuiltQuery; count: BuiltQuery } {
+/**
+ * The list and count statements, over the files bound as `$files`. `sortKeys`: the list also answers each row's
+ * place in the order after ts_ms (log_seq, log_file, log_row), to order it by within a bigger statement.
+ */
+export function buildLogListQuery(
+  f: LogFilter,
+  p: LogPage,
+  sortKeys = false,
+): { list: BuiltQuery; count: BuiltQuery } {
   const where = buildLogWhere(f);
-  const list = `SELECT ${LOG_COLUMNS}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
+  const keys = sortKeys ? ', ingest_seq AS log_seq, filename AS log_file, file_row_number AS log_row' : '';
+  const list = `SELECT ${LOG_COLUMNS}${keys}\nFROM ${FROM_FILES}\nWHERE ${where.sql}\nORDER BY ${ORDER_BY[p.sort]}\nLIMIT $limit OFFSET $offset`;
   const count = `SELECT count(*)::DOUBLE AS total\nFROM read_parquet($files, union_by_name = true, hive_partitioning = false)\nWHERE ${where.sql}`;
   return {
     list: { sql: list, params: { ...where.params, limit: p.pageSize, offset: (p.page - 1) * p.pageSize } },
@@ -97,7 +106,7 @@ export function buildLogListQuery(f: LogFilter, p: LogPage): { list: BuiltQuery;
  * The files a filter's logs are read from: with an execution id, the by-id parts that may hold its logs
  * instead of the compacted files they copy (query/id-index.ts).
  */
-async function logFiles(dataDir: string, f: LogFilter): Promise<string[]> {
+export async function logFiles(dataDir: string, f: LogFilter): Promise<string[]> {
   const files = await listPartitionFiles(dataDir, 'logs', f.workspaceId, f.mode, f.from, f.to);
   return f.executionId === undefined || files.length === 0 ? files : filesForId(files, f.executionId);
 }
@@ -105,7 +114,7 @@ async function logFiles(dataDir: string, f: LogFilter): Promise<string[]> {
 /** A JSON text column back to its value (null stays null). */
 export const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as unknown) : null);
 
-function toLogItem(l: Row): LogItem {
+export function toLogItem(l: Row): LogItem {
   return {
     timestamp: new Date(Number(l.ts_ms)).toISOString(),
     level: l.level as string,

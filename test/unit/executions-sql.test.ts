@@ -25,7 +25,7 @@ describe('executions list SQL', () => {
     expect(q.page.sql).toMatchInlineSnapshot(`
       "SELECT execution_id, trace_id, service, environment, source, endpoint, method, status_code,
         duration_ms, outcome, epoch_ms(started_at)::DOUBLE AS started_at_ms, issue_id, exception_type
-      FROM read_parquet($files, union_by_name = true)
+      FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
       WHERE started_at >= epoch_ms($from::BIGINT)
         AND started_at < epoch_ms($to::BIGINT)
         AND service = $c0
@@ -56,7 +56,7 @@ describe('executions list SQL', () => {
     expect(q.head.params).toMatchObject({ c0: "checkout'; DROP TABLE x; --", k: 60 });
     expect(q.head.sql).toMatchInlineSnapshot(`
       "SELECT count(*)::DOUBLE AS total, max(duration_ms, $k)[-1]::DOUBLE AS bound
-      FROM read_parquet($files, union_by_name = true)
+      FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
       WHERE started_at >= epoch_ms($from::BIGINT)
         AND started_at < epoch_ms($to::BIGINT)
         AND service = $c0

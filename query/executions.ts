@@ -233,7 +233,6 @@ const DETAIL_COLUMNS =
 
 /** The files that may hold an execution: by-id parts and the current hour's files; none when no file has it. */
 async function executionFiles(
-  engine: QueryEngine,
   dataDir: string,
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
@@ -272,7 +271,7 @@ export async function findExecution(
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
 ): Promise<ExecutionSummary | null> {
-  const toRead = await executionFiles(engine, dataDir, scope, executionId);
+  const toRead = await executionFiles(dataDir, scope, executionId);
   const r = await readExecutionRow(engine, toRead, executionId);
   return r ? toSummary(r, scope.mode) : null;
 }
@@ -283,7 +282,7 @@ export async function getExecution(
   scope: { workspaceId: string; mode: Mode },
   executionId: string,
 ): Promise<ExecutionDetail | null> {
-  const toRead = await executionFiles(engine, dataDir, scope, executionId);
+  const toRead = await executionFiles(dataDir, scope, executionId);
   if (toRead.length === 0) return null;
   // One more log than shown, to know whether there are more (then GET /api/executions/{id}/logs pages them all).
   const logPage = { page: 1, pageSize: DETAIL_LOG_LIMIT + 1, sort: 'timestamp' } as const;

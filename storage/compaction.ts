@@ -215,7 +215,7 @@ async function writeById(
   const made = (await fs.readdir(tmpDir).catch(() => [] as string[]))
     .map((name) => ({ name, k: Number.parseInt(name.replace(/^\D*/, ''), 10) }))
     .sort((a, b) => a.k - b.k);
-  const parts = made.map((m, k) => path.join(path.dirname(outPath), byIdPartName(path.basename(outPath), k)));
+  const parts = made.map((_, k) => path.join(path.dirname(outPath), byIdPartName(path.basename(outPath), k)));
   for (const [k, m] of made.entries()) await fs.rename(path.join(tmpDir, m.name), parts[k]!);
   await fs.rm(tmpDir, { recursive: true, force: true });
   if (parts.length === 0) return [];

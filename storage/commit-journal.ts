@@ -2,6 +2,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fsyncDir, writeFileDurably } from './fsync.js';
+import { changedHours } from './generation.js';
+import { partitionHourOf } from './layout.js';
 import { readManifest, retired } from './manifest.js';
 
 /**
@@ -46,14 +48,15 @@ async function renameIfPending(f: CommitFile): Promise<void> {
   }
 }
 
-/** Renames every file of an entry into place and makes the renames durable. */
+/** Renames every file of an entry into place, makes the renames durable, and tells cached listings. */
 async function finishEntry(entry: CommitEntry): Promise<void> {
-  const dirs = new Set<string>();
+  const dirs = new Map<string, number>();
   for (const f of entry.files) {
     await renameIfPending(f);
-    dirs.add(path.dirname(f.finalPath));
+    dirs.set(path.dirname(f.finalPath), partitionHourOf(f.finalPath) ?? 0);
   }
-  await Promise.all([...dirs].map(fsyncDir));
+  await Promise.all([...dirs.keys()].map(fsyncDir));
+  await changedHours(dirs);
 }
 
 export class CommitJournal {

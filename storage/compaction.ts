@@ -6,6 +6,7 @@ import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
 import type { QueryEngine } from './duckdb.js';
 import { fsyncDir } from './fsync.js';
+import { changedHours } from './generation.js';
 import {
   type ByIdPart,
   byIdPartName,
@@ -172,6 +173,7 @@ export async function compactPartition(
       byId: Object.fromEntries(byId ? [...byIdKept, [out, byId]] : byIdKept),
     };
     await writeManifest(dir, next);
+    await changedHours([[dir, hourStart]]);
     compacted = inputs.length;
   }
   const expired = next.replaced.filter((r) => now - r.at >= opts.graceMs);

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { DatasetName } from './datasets.js';
+import { READER_FRESH_MS, readGeneration } from './generation.js';
 import { readManifest, visibleFiles } from './manifest.js';
 
 /**
@@ -57,21 +58,13 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
   }
 }
 
-/**
- * The committed files of the hour partitions that overlap [fromMs, toMs), in time order. Only existing
- * directories are listed, so a 7-day window over sparse data costs a few readdir calls.
- */
-export async function listPartitionFiles(
-  dataDir: string,
-  dataset: DatasetName,
-  workspaceId: string,
-  mode: string,
+/** The committed files of each hour partition of a mode directory that starts in [fromMs, toMs), in time order. */
+async function listHours(
+  base: string,
   fromMs: number,
   toMs: number,
-): Promise<string[]> {
-  const base = modeDir(dataDir, dataset, workspaceId, mode);
+): Promise<{ start: number; files: string[] }[]> {
   const firstDay = Math.floor(fromMs / DAY_MS) * DAY_MS;
-  const firstHour = Math.floor(fromMs / HOUR_MS) * HOUR_MS;
   const dates = (await readdirOrEmpty(base))
     .filter((d) => d.startsWith('date='))
     .map((d) => ({ name: d, day: Date.parse(`${d.slice(5)}T00:00:00Z`) }))
@@ -82,19 +75,82 @@ export async function listPartitionFiles(
       const hours = (await readdirOrEmpty(path.join(base, d.name)))
         .filter((h) => h.startsWith('hour='))
         .map((h) => ({ name: h, start: d.day + Number.parseInt(h.slice(5), 10) * HOUR_MS }))
-        .filter((h) => h.start >= firstHour && h.start < toMs)
+        .filter((h) => h.start >= fromMs && h.start < toMs)
         .sort((a, b) => a.start - b.start);
-      const perHour = await Promise.all(
+      return Promise.all(
         hours.map(async (h) => {
           const dir = path.join(base, d.name, h.name);
           const [names, manifest] = await Promise.all([readdirOrEmpty(dir), readManifest(dir)]);
-          return visibleFiles(names, manifest)
-            .sort()
-            .map((f) => path.join(dir, f));
+          return {
+            start: h.start,
+            files: visibleFiles(names, manifest)
+              .sort()
+              .map((f) => path.join(dir, f)),
+          };
         }),
       );
-      return perHour.flat();
     }),
   );
   return perDay.flat();
+}
+
+/** A mode directory's hours older than the fresh ones, as listed under a generation (generation.ts). */
+interface OlderHours {
+  generation: string;
+  listedAt: number;
+  /** The hours that start before this. */
+  until: number;
+  hours: { start: number; files: string[] }[];
+}
+const olderHours = new Map<string, OlderHours>();
+/**
+ * Even with an unchanged generation a listing is kept this long only: a writer that died between a change and
+ * its new generation (or a generation file lost in a crash of the machine) leaves readers stale this long at most.
+ */
+const OLDER_HOURS_TTL_MS = 10_000;
+const MAX_CACHED_MODE_DIRS = 10_000;
+
+async function olderHoursOf(base: string, until: number, now: number): Promise<OlderHours['hours']> {
+  // Read before listing: a change that lands during the listing makes a new generation after it.
+  const generation = await readGeneration(base);
+  const cached = olderHours.get(base);
+  if (
+    cached &&
+    cached.generation === generation &&
+    now - cached.listedAt < OLDER_HOURS_TTL_MS &&
+    cached.until >= until
+  )
+    return cached.hours;
+  const hours = await listHours(base, 0, until);
+  if (olderHours.size >= MAX_CACHED_MODE_DIRS) olderHours.clear();
+  olderHours.set(base, { generation, listedAt: now, until, hours });
+  return hours;
+}
+
+/**
+ * The committed files of the hour partitions that overlap [fromMs, toMs), in time order. Only existing
+ * directories are listed. The hours that started more than READER_FRESH_MS ago are listed once per generation of
+ * the mode directory (generation.ts): a detail looks through every hour there is, and the lists' default window is
+ * 7 days.
+ */
+export async function listPartitionFiles(
+  dataDir: string,
+  dataset: DatasetName,
+  workspaceId: string,
+  mode: string,
+  fromMs: number,
+  toMs: number,
+): Promise<string[]> {
+  const base = modeDir(dataDir, dataset, workspaceId, mode);
+  const now = Date.now();
+  const freshFrom = Math.floor((now - READER_FRESH_MS) / HOUR_MS) * HOUR_MS;
+  const firstHour = Math.floor(fromMs / HOUR_MS) * HOUR_MS;
+  const [older, fresh] = await Promise.all([
+    firstHour < freshFrom ? olderHoursOf(base, freshFrom, now) : [],
+    toMs > freshFrom ? listHours(base, Math.max(firstHour, freshFrom), toMs) : [],
+  ]);
+  return [
+    ...older.filter((h) => h.start >= firstHour && h.start < Math.min(toMs, freshFrom)),
+    ...fresh,
+  ].flatMap((h) => h.files);
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DATASET_NAMES } from './datasets.js';
+import { GENERATION_TMP_SUFFIX } from './generation.js';
 import { TMP_SUFFIX } from './layout.js';
 import { byIdDataName, byIdTempDir } from './manifest.js';
 
@@ -8,7 +9,7 @@ const BY_ID_TEMP_SUFFIX = byIdTempDir('');
 const LEGACY_INDEX_SUFFIX = '.parquet.ids';
 
 /**
- * Removes temporary Parquet files that no commit will ever rename: left by a writer that died before its
+ * Removes temporary files that nothing will ever rename: Parquet files left by a writer that died before its
  * journal entry, or by a compaction that died before its manifest swap (with its by-id parts, or the
  * directory DuckDB was writing them into). Run after journal recovery (which renames every committed one).
  * Only files older than `minAgeMs` go, so a live writer's file in progress is never touched.
@@ -48,7 +49,10 @@ export async function removeOrphanTempFiles(
         const data =
           byIdDataName(e.name) ??
           (e.name.endsWith(LEGACY_INDEX_SUFFIX) ? e.name.slice(0, -'.ids'.length) : null);
-        const orphan = data !== null ? !(await exists(path.join(dir, data))) : e.name.endsWith(TMP_SUFFIX);
+        const orphan =
+          data !== null
+            ? !(await exists(path.join(dir, data)))
+            : e.name.endsWith(TMP_SUFFIX) || e.name.endsWith(GENERATION_TMP_SUFFIX);
         if (orphan && (await oldEnough(p))) {
           await fs.rm(p, { force: true });
           removed++;

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DATASET_NAMES, type DatasetName } from './datasets.js';
+import { bumpGeneration } from './generation.js';
 
 const DAY_MS = 86_400_000;
 
@@ -37,6 +38,8 @@ export async function applyRetention(
           if (!dateDir.startsWith('date=') || !Number.isFinite(dayStart)) continue;
           if (dayStart + DAY_MS <= cutoff) {
             await fs.rm(path.join(dir, dateDir), { recursive: true, force: true });
+            // Cached listings of the mode directory name the removed files.
+            await bumpGeneration(dir);
             removedPartitions++;
           }
         }

@@ -1,0 +1,87 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommitJournal } from '../../storage/commit-journal.js';
+import { compactPartition } from '../../storage/compaction.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { bumpGeneration } from '../../storage/generation.js';
+import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
+import { applyRetention } from '../../storage/retention.js';
+
+const HOUR = 3_600_000;
+const WS = 'ws_listing';
+let dataDir: string;
+let engine: QueryEngine;
+
+beforeAll(async () => {
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-listing-'));
+  engine = await QueryEngine.open(dataDir, 1);
+});
+afterAll(async () => {
+  engine?.close();
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+const hourStart = (ms: number) => Math.floor(ms / HOUR) * HOUR;
+const dirOf = (hour: number) => partitionDir(dataDir, 'logs', WS, 'test', hour);
+const list = async () =>
+  (await listPartitionFiles(dataDir, 'logs', WS, 'test', 0, Date.now() + HOUR)).map((f) =>
+    path.relative(dataDir, f),
+  );
+const rel = (hour: number, name: string) => path.relative(dataDir, path.join(dirOf(hour), name));
+
+/** A real one-row logs file, as the pipeline would write it. */
+async function parquet(target: string, message: string, at: number): Promise<void> {
+  await fs.mkdir(path.dirname(target), { recursive: true });
+  await engine.all(
+    `COPY (SELECT epoch_ms($at::BIGINT) AS timestamp, 'info' AS level, 3 AS level_num, $message AS message,
+       'svc' AS service, 'production' AS environment, NULL::VARCHAR AS execution_id, 'r1' AS request_id,
+       1::BIGINT AS ingest_seq, false AS truncated)
+     TO '${target}' (FORMAT parquet)`,
+    { at, message },
+  );
+}
+
+describe('partition listings', () => {
+  it('older hours are listed once per generation; every writer makes a new one; fresh hours are always listed', async () => {
+    const now = Date.now();
+    const old = hourStart(now) - 10 * HOUR;
+    const fresh = hourStart(now);
+    await parquet(path.join(dirOf(old), 'wA-0000000001.parquet'), 'a', old + 1000);
+    expect(await list()).toEqual([rel(old, 'wA-0000000001.parquet')]);
+
+    // Put there behind the writers' backs: the older hour's listing is kept, a fresh hour is seen at once.
+    await parquet(path.join(dirOf(old), 'wA-0000000002.parquet'), 'b', old + 2000);
+    await parquet(path.join(dirOf(fresh), 'wA-0000000003.parquet'), 'c', fresh);
+    expect(await list()).toEqual([rel(old, 'wA-0000000001.parquet'), rel(fresh, 'wA-0000000003.parquet')]);
+    await bumpGeneration(path.dirname(path.dirname(dirOf(old))));
+    expect(await list()).toEqual([
+      rel(old, 'wA-0000000001.parquet'),
+      rel(old, 'wA-0000000002.parquet'),
+      rel(fresh, 'wA-0000000003.parquet'),
+    ]);
+
+    // A commit into an older hour (late data) is listed right after it.
+    const journal = new CommitJournal(dataDir, 'wB');
+    await journal.recover();
+    const finalPath = path.join(dirOf(old - HOUR), 'wB-0000000001.parquet');
+    await parquet(`${finalPath}.tmp`, 'late', old - HOUR + 5);
+    await journal.commit({
+      writerId: 'wB',
+      commitNo: 1,
+      seqs: [1],
+      files: [{ tmpPath: `${finalPath}.tmp`, finalPath }],
+    });
+    expect(await list()).toContain(rel(old - HOUR, 'wB-0000000001.parquet'));
+
+    // A merge of an older hour: its file replaces the small ones in the very next listing.
+    await compactPartition(engine, dirOf(old), 'logs', old, { minFiles: 2, graceMs: 60_000 });
+    const merged = (await list()).filter((f) => f.startsWith(path.relative(dataDir, dirOf(old))));
+    expect(merged).toEqual([expect.stringMatching(/\/c-\d+-[0-9a-f]+\.parquet$/)]);
+
+    // Retention: the removed days are gone from the next listing.
+    await applyRetention(dataDir, () => 0, now + 2 * 86_400_000);
+    expect(await list()).toEqual([]);
+  });
+});

@@ -78,13 +78,15 @@ const RUNNING: Record<DatasetName, string> = {
  * execution. The copy costs its bytes again on disk and a sort when the hour ends; merges while the hour is
  * written do not make one (the current hour's few files are read whole).
  */
-const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number }>> = {
+const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: string }>> = {
   executions: {
-    sql: `SELECT COLUMNS(c -> NOT starts_with(c, '${CONTEXT_COLUMN_PREFIX}')) FROM read_parquet($file, hive_partitioning = false)
+    rows: 'SELECT count(*)::DOUBLE AS n FROM read_parquet($file, hive_partitioning = false)',
+    sql: `SELECT COLUMNS(lambda c: NOT starts_with(c, '${CONTEXT_COLUMN_PREFIX}')) FROM read_parquet($file, hive_partitioning = false)
       ORDER BY execution_id, received_at, ingest_seq`,
     rowGroup: 2048,
   },
   logs: {
+    rows: 'SELECT count(execution_id)::DOUBLE AS n FROM read_parquet($file, hive_partitioning = false)',
     sql: `SELECT * FROM read_parquet($file, hive_partitioning = false)
       WHERE execution_id IS NOT NULL ORDER BY execution_id, timestamp, ingest_seq`,
     rowGroup: 4096,
@@ -149,21 +151,25 @@ export async function compactPartition(
     // per-row-group costs grow.
     const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
     const tmpPath = `${outPath}.tmp`;
-    await engine.all(
-      `COPY (${(hourEnded ? FINAL : RUNNING)[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
-      { files: inputs.map((n) => path.join(dir, n)) },
-    );
-    const written = [tmpPath];
-    const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
-    const byId = byIdSpec ? await writeById(engine, byIdSpec, tmpPath, outPath, opts.codec ?? 'zstd') : null;
-    if (byId) written.push(...byId.map((p) => path.join(dir, p.name)));
-    for (const w of written) {
-      const fh = await fs.open(w, 'r+');
-      await fh.sync();
-      await fh.close();
+    let byId: ByIdPart[] | null = null;
+    try {
+      await engine.all(
+        `COPY (${(hourEnded ? FINAL : RUNNING)[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
+        { files: inputs.map((n) => path.join(dir, n)) },
+      );
+      const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
+      byId = byIdSpec
+        ? await writeByIdOrNone(engine, byIdSpec, tmpPath, outPath, opts.codec ?? 'zstd')
+        : null;
+      await fsyncFiles([tmpPath, ...(byId ?? []).map((p) => path.join(dir, p.name))]);
+      await fs.rename(tmpPath, outPath);
+      await fsyncDir(dir);
+    } catch (err) {
+      // Nothing names these files yet: they go, and the next pass tries again.
+      await fs.rm(tmpPath, { force: true });
+      await removeById(outPath);
+      throw err;
     }
-    await fs.rename(tmpPath, outPath);
-    await fsyncDir(dir);
     const byIdKept = Object.entries(manifest.byId ?? {}).filter(([n]) => !inputs.includes(n));
     next = {
       version: manifest.version + 1,
@@ -175,6 +181,27 @@ export async function compactPartition(
     await writeManifest(dir, next);
     await changedHours([[dir, hourStart]]);
     compacted = inputs.length;
+  }
+  const lone = visible.length === 1 ? visible[0]! : null;
+  const byIdSpec = BY_ID[dataset];
+  if (
+    inputs.length === 0 &&
+    hourEnded &&
+    byIdSpec &&
+    lone?.startsWith(COMPACTED_PREFIX) &&
+    !lone.startsWith(RUNNING_PREFIX) &&
+    manifest.byId?.[lone] === undefined
+  ) {
+    // An hour merged before by-id copies were made: its one file gets its copy now, without being rewritten.
+    const file = path.join(dir, lone);
+    const byId = await writeByIdOrNone(engine, byIdSpec, file, file, opts.codec ?? 'zstd');
+    if (byId) {
+      await fsyncFiles(byId.map((p) => path.join(dir, p.name)));
+      await fsyncDir(dir);
+      next = { ...manifest, version: manifest.version + 1, byId: { ...manifest.byId, [lone]: byId } };
+      await writeManifest(dir, next);
+      await changedHours([[dir, hourStart]]);
+    }
   }
   const expired = next.replaced.filter((r) => now - r.at >= opts.graceMs);
   if (expired.length > 0) {
@@ -193,6 +220,47 @@ export async function compactPartition(
     await writeManifest(dir, next);
   }
   return { compacted, deleted: expired.length };
+}
+
+async function fsyncFiles(paths: string[]): Promise<void> {
+  for (const p of paths) {
+    const fh = await fs.open(p, 'r+');
+    await fh.sync();
+    await fh.close();
+  }
+}
+
+/** Removes the by-id parts of `dataPath` and the directory DuckDB writes them into. */
+async function removeById(dataPath: string): Promise<void> {
+  await fs.rm(byIdTempDir(dataPath), { recursive: true, force: true });
+  const names = await fs.readdir(path.dirname(dataPath)).catch(() => [] as string[]);
+  for (const part of byIdPartsOf(path.basename(dataPath), names))
+    await fs.rm(path.join(path.dirname(dataPath), part), { force: true });
+}
+
+/**
+ * The by-id copy (writeById), checked to hold every row it should; or, when it cannot be made, none: the merge
+ * goes on without it and readers read the merged file whole (slower, the same rows), rather than the hour
+ * staying undeduplicated.
+ */
+async function writeByIdOrNone(
+  engine: QueryEngine,
+  byId: { sql: string; rowGroup: number; rows: string },
+  source: string,
+  outPath: string,
+  codec: CompactionCodec,
+): Promise<ByIdPart[] | null> {
+  try {
+    const parts = await writeById(engine, byId, source, outPath, codec);
+    const [expected] = await engine.all(byId.rows, { file: source });
+    const copied = parts.reduce((n, p) => n + p.rows, 0);
+    if (copied !== Number(expected?.n))
+      throw new Error(`by-id copy has ${copied} rows, expected ${expected?.n}`);
+    return parts;
+  } catch {
+    await removeById(outPath);
+    return null;
+  }
 }
 
 /**
@@ -214,7 +282,13 @@ async function writeById(
     { file: source },
   );
   // DuckDB names them data_0.parquet, data_1.parquet, … in the order written.
-  const made = (await fs.readdir(tmpDir).catch(() => [] as string[]))
+  const made = (
+    await fs.readdir(tmpDir).catch((err: NodeJS.ErrnoException) => {
+      // DuckDB made no directory for no rows; any other failure must not pass for an empty copy.
+      if (err.code === 'ENOENT') return [] as string[];
+      throw err;
+    })
+  )
     .map((name) => ({ name, k: Number.parseInt(name.replace(/^\D*/, ''), 10) }))
     .sort((a, b) => a.k - b.k);
   const parts = made.map((_, k) => path.join(path.dirname(outPath), byIdPartName(path.basename(outPath), k)));
@@ -252,6 +326,7 @@ export async function runCompaction(
   opts: CompactionOptions,
 ): Promise<CompactionStats> {
   const stats: CompactionStats = { partitions: 0, filesIn: 0, deleted: 0 };
+  let failure: unknown;
   for (const dataset of DATASET_NAMES) {
     const base = path.join(dataDir, dataset);
     for (const ws of await entries(base, 'ws=')) {
@@ -261,13 +336,20 @@ export async function runCompaction(
           const day = Date.parse(`${date.slice(5)}T00:00:00Z`);
           for (const hour of (await entries(path.join(modeDir, date), 'hour=')).sort()) {
             const dir = path.join(modeDir, date, hour);
-            const r = await compactPartition(
-              engine,
-              dir,
-              dataset,
-              day + Number.parseInt(hour.slice(5), 10) * HOUR_MS,
-              opts,
-            );
+            let r: { compacted: number; deleted: number };
+            try {
+              r = await compactPartition(
+                engine,
+                dir,
+                dataset,
+                day + Number.parseInt(hour.slice(5), 10) * HOUR_MS,
+                opts,
+              );
+            } catch (err) {
+              // One partition's failure (a full disk, a bad file) does not hold back the others.
+              failure ??= err;
+              continue;
+            }
             if (r.compacted > 0) stats.partitions++;
             stats.filesIn += r.compacted;
             stats.deleted += r.deleted;
@@ -276,5 +358,7 @@ export async function runCompaction(
       }
     }
   }
+  // Reported once every partition has had its turn.
+  if (failure !== undefined) throw failure;
   return stats;
 }

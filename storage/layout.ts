@@ -80,7 +80,10 @@ async function listHours(
       return Promise.all(
         hours.map(async (h) => {
           const dir = path.join(base, d.name, h.name);
-          const [names, manifest] = await Promise.all([readdirOrEmpty(dir), readManifest(dir)]);
+          // The manifest before the listing: a merge renames its file in before its manifest names it, so a
+          // listing taken after the manifest has every file that manifest makes visible.
+          const manifest = await readManifest(dir);
+          const names = await readdirOrEmpty(dir);
           return {
             start: h.start,
             files: visibleFiles(names, manifest)

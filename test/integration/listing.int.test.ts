@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommitJournal } from '../../storage/commit-journal.js';
-import { compactPartition } from '../../storage/compaction.js';
+import { compactPartition, runCompaction } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { bumpGeneration } from '../../storage/generation.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
@@ -83,5 +83,26 @@ describe('partition listings', () => {
     // Retention: the removed days are gone from the next listing.
     await applyRetention(dataDir, () => 0, now + 2 * 86_400_000);
     expect(await list()).toEqual([]);
+  });
+});
+
+describe('compaction passes', () => {
+  it('a partition that cannot be merged does not hold back the others; the pass still fails', async () => {
+    const now = Date.now();
+    const broken = hourStart(now) - 30 * HOUR;
+    const fine = hourStart(now) - 29 * HOUR;
+    await fs.mkdir(dirOf(broken), { recursive: true });
+    await fs.writeFile(path.join(dirOf(broken), 'wC-0000000001.parquet'), 'not parquet');
+    await parquet(path.join(dirOf(broken), 'wC-0000000002.parquet'), 'x', broken + 1);
+    await parquet(path.join(dirOf(fine), 'wC-0000000003.parquet'), 'y', fine + 1);
+    await parquet(path.join(dirOf(fine), 'wC-0000000004.parquet'), 'z', fine + 2);
+    await expect(runCompaction(engine, dataDir, { minFiles: 2, graceMs: 60_000 })).rejects.toThrow();
+    const listed = await listPartitionFiles(dataDir, 'logs', WS, 'test', fine, fine + HOUR);
+    expect(listed.map((f) => path.basename(f))).toEqual([expect.stringMatching(/^c-\d/)]);
+    // Nothing half-written is left in the broken partition.
+    expect((await fs.readdir(dirOf(broken))).sort()).toEqual([
+      'wC-0000000001.parquet',
+      'wC-0000000002.parquet',
+    ]);
   });
 });

@@ -247,6 +247,10 @@ async function executionFiles(
  * The stored row of one execution in `toRead` (the first stored copy, as compaction keeps), with `columns`
  * besides the summary's; null when none has it.
  */
+/** The stored copies of `$executionId` in the files bound as `$rowFiles`, with `columns` besides the summary's. */
+const rowStatement = (columns: string) => `SELECT ${SUMMARY_COLUMNS}${columns}, received_at, ingest_seq
+     FROM ${fromFiles('rowFiles')} WHERE execution_id = $executionId`;
+
 async function readExecutionRow(
   engine: QueryEngine,
   toRead: string[],
@@ -256,13 +260,10 @@ async function readExecutionRow(
   if (toRead.length === 0) return null;
   // No LIMIT 1: with one, DuckDB materializes late (finds the row, then reads its row group a second time for
   // the other columns); the stored copies of one id are few and sorted here anyway.
-  const rows = await engine.all(
-    `SELECT ${SUMMARY_COLUMNS}${columns}
-     FROM ${FROM_FILES}
-     WHERE execution_id = $id
-     ORDER BY received_at ASC, ingest_seq ASC`,
-    { files: toRead, id: executionId },
-  );
+  const rows = await engine.all(`${rowStatement(columns)} ORDER BY received_at ASC, ingest_seq ASC`, {
+    rowFiles: toRead,
+    executionId,
+  });
   return rows[0] ?? null;
 }
 
@@ -301,23 +302,23 @@ export async function getExecution(
   const guess = hour === null ? null : { from: hour - HOUR_MS, to: hour + 2 * HOUR_MS };
   const guessFilter = guess ? { ...scope, ...guess, executionId } : null;
   const guessFiles = guessFilter ? await logFiles(dataDir, guessFilter) : [];
-  const rowSql = `SELECT ${SUMMARY_COLUMNS}${DETAIL_COLUMNS}, received_at, ingest_seq
-     FROM ${fromFiles('rowFiles')} WHERE execution_id = $executionId`;
-  let rows: Row[];
+  let r: Row | null;
+  let guessedLogs: Row[] = [];
   if (guessFilter && guessFiles.length > 0) {
     const logs = buildLogListQuery(guessFilter, logPage, true).list;
-    rows = await engine.all(
-      `SELECT 'e' AS kind, * FROM (${rowSql})
+    const rows = await engine.all(
+      `SELECT 'e' AS kind, * FROM (${rowStatement(DETAIL_COLUMNS)})
        UNION ALL BY NAME
        SELECT 'l' AS kind, * FROM (${logs.sql})
        ORDER BY kind, received_at, ingest_seq, ts_ms, log_seq, log_file, log_row`,
       { ...logs.params, rowFiles: toRead, files: guessFiles },
     );
+    // The first stored copy, as compaction keeps.
+    r = rows.find((row) => row.kind === 'e') ?? null;
+    guessedLogs = rows.filter((row) => row.kind === 'l');
   } else {
-    rows = await engine.all(`${rowSql} ORDER BY received_at, ingest_seq`, { rowFiles: toRead, executionId });
+    r = await readExecutionRow(engine, toRead, executionId, DETAIL_COLUMNS);
   }
-  // The first stored copy, as compaction keeps.
-  const r = rows.find((row) => row.kind === undefined || row.kind === 'e');
   if (!r) return null;
   const summary = toSummary(r, scope.mode);
   const window = executionLogWindow({ startedAt: Number(r.started_at_ms), durationMs: summary.durationMs });
@@ -325,7 +326,7 @@ export async function getExecution(
   // had fewer than its limit).
   const logs =
     guess && window.from === guess.from && window.to <= guess.to
-      ? rows.filter((row) => row.kind === 'l' && Number(row.ts_ms) < window.to).map(toLogItem)
+      ? guessedLogs.filter((row) => Number(row.ts_ms) < window.to).map(toLogItem)
       : await firstExecutionLogs(engine, dataDir, scope, executionId, window, DETAIL_LOG_LIMIT + 1);
   return {
     ...summary,

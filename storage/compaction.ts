@@ -5,7 +5,7 @@ import { CONTEXT_COLUMN_PREFIX } from './context-columns.js';
 import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
 import type { QueryEngine } from './duckdb.js';
-import { fsyncDir } from './fsync.js';
+import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
 import {
   type ByIdPart,
@@ -29,6 +29,8 @@ import {
  */
 
 const HOUR_MS = 3_600_000;
+
+const fsyncAll = (paths: string[]) => Promise.all(paths.map(fsyncFile));
 
 // Without hive_partitioning = false DuckDB would add the path's ws=/mode=/date=/hour= segments as columns.
 const ALL_ROWS = 'SELECT * FROM read_parquet($files, union_by_name = true, hive_partitioning = false)';
@@ -160,7 +162,7 @@ export async function compactPartition(
       byId = byIdSpec
         ? await writeByIdOrNone(engine, byIdSpec, tmpPath, outPath, opts.codec ?? 'zstd')
         : null;
-      await fsyncFiles([tmpPath, ...(byId ?? []).map((p) => path.join(dir, p.name))]);
+      await fsyncAll([tmpPath, ...(byId ?? []).map((p) => path.join(dir, p.name))]);
       await fs.rename(tmpPath, outPath);
       await fsyncDir(dir);
     } catch (err) {
@@ -195,7 +197,7 @@ export async function compactPartition(
     const file = path.join(dir, lone);
     const byId = await writeByIdOrNone(engine, byIdSpec, file, file, opts.codec ?? 'zstd');
     if (byId) {
-      await fsyncFiles(byId.map((p) => path.join(dir, p.name)));
+      await fsyncAll(byId.map((p) => path.join(dir, p.name)));
       await fsyncDir(dir);
       next = { ...manifest, version: manifest.version + 1, byId: { ...manifest.byId, [lone]: byId } };
       await writeManifest(dir, next);
@@ -219,14 +221,6 @@ export async function compactPartition(
     await writeManifest(dir, next);
   }
   return { compacted, deleted: expired.length };
-}
-
-async function fsyncFiles(paths: string[]): Promise<void> {
-  for (const p of paths) {
-    const fh = await fs.open(p, 'r+');
-    await fh.sync();
-    await fh.close();
-  }
 }
 
 /** Removes the by-id parts of `dataPath` and the directory DuckDB writes them into. */

@@ -9,6 +9,7 @@ import { executionRoutes } from './routes/executions.js';
 import { healthRoutes } from './routes/health.js';
 import { ingestRoutes } from './routes/ingest.js';
 import { ingestToolRoutes } from './routes/ingest-tools.js';
+import { issueRoutes } from './routes/issues.js';
 import { keyRoutes } from './routes/keys.js';
 import { logRoutes } from './routes/logs.js';
 import { operationsRoutes } from './routes/operations.js';
@@ -60,6 +61,7 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     ingestToolRoutes,
     executionRoutes,
     logRoutes,
+    issueRoutes,
   ]) {
     await app.register(routes(ctx));
   }

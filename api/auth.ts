@@ -20,7 +20,7 @@ export type Principal =
 export const SESSION_COOKIE = 'svc_session';
 
 /** What a route needs (CONTRACT §2): ingest and read are key permissions (sessions read); the rest are roles. */
-export type Need = 'ingest' | 'read' | 'member' | 'admin' | 'any';
+export type Need = 'ingest' | 'read' | 'member' | 'actor' | 'admin' | 'any';
 
 function bearer(req: FastifyRequest): string | null {
   const auth = req.headers.authorization;
@@ -110,6 +110,11 @@ export function authorize(p: Principal, need: Need): void {
     case 'member':
       if (p.kind === 'session') return;
       throw forbidden('API keys cannot manage keys, members or settings; use a user session');
+    case 'actor':
+      if (p.kind === 'session') return;
+      throw forbidden(
+        'changing an issue takes a user session (a person is its actor); API keys only read issues',
+      );
     case 'admin':
       if (p.kind === 'session' && (p.role === 'owner' || p.role === 'admin')) return;
       throw forbidden(

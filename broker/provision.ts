@@ -23,6 +23,10 @@ export const BUCKETS = {
   sessions: 'svc_sessions',
   settings: 'svc_settings',
   meta: 'svc_meta',
+  /** Issue state (CONTRACT §9), under `<workspaceId>.<mode>.<issueId>`. */
+  issues: 'svc_issues',
+  /** Issue comments, under `<workspaceId>.<mode>.<issueId>.<commentId>`. */
+  issueComments: 'svc_issue_comments',
 } as const;
 
 /** Sessions last 7 days at most: the bucket forgets them then, whatever else happens (CONTRACT §2). */

@@ -19,6 +19,7 @@ import type { Mode } from '../schemas/records.js';
 import { defaultSettings, type Settings, settingsSchema } from '../schemas/settings.js';
 import { API_KEY_SHAPE, type CreatedApiKey, createApiKey, hashApiKey } from './api-keys.js';
 import { BucketMirror, type MirrorLog } from './bucket-mirror.js';
+import { IssueStore } from './issues.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import { generateSecret, newId, sha256Hex } from './secrets.js';
 import type { ControlStore } from './store.js';
@@ -62,6 +63,8 @@ const KEY_USAGE_FLUSH_MS = 30_000;
 
 export class ControlPlane {
   readonly store: ControlStore;
+  /** Issue state, comments and activity (CONTRACT §9). */
+  readonly issues: IssueStore;
   readonly #retentionDefault: number;
   readonly #keys: BucketMirror<ApiKeyRecord>;
   readonly #keyIndex: BucketMirror<{ hash: string }>;
@@ -81,13 +84,20 @@ export class ControlPlane {
     this.#users = new BucketMirror(store.users, userRecordSchema, log);
     this.#settings = new BucketMirror(store.settings, settingsSchema, log);
     this.#workspaces = new BucketMirror(store.workspaces, workspaceRecordSchema, log);
+    this.issues = new IssueStore(store, log);
   }
 
   async start(): Promise<void> {
     await Promise.all(
-      [this.#keys, this.#keyIndex, this.#sessions, this.#users, this.#settings, this.#workspaces].map((m) =>
-        m.start(),
-      ),
+      [
+        this.#keys,
+        this.#keyIndex,
+        this.#sessions,
+        this.#users,
+        this.#settings,
+        this.#workspaces,
+        this.issues,
+      ].map((m) => m.start()),
     );
     this.#usageTimer = setInterval(() => void this.flushKeyUsage(), KEY_USAGE_FLUSH_MS);
     this.#usageTimer.unref();
@@ -103,6 +113,7 @@ export class ControlPlane {
       this.#users,
       this.#settings,
       this.#workspaces,
+      this.issues,
     ])
       m.stop();
   }
@@ -248,7 +259,13 @@ export class ControlPlane {
         this.#sessions.remember(hash, null);
       }
     }
+    await this.issues.unassignAll(workspaceId, userId);
     return user;
+  }
+
+  /** Whether `userId` is a member of the workspace now. */
+  async isMember(workspaceId: string, userId: string): Promise<boolean> {
+    return (await this.#users.get(userKey(workspaceId, userId))) !== null;
   }
 
   // ---- keys ----

@@ -1,4 +1,5 @@
 import type { JsMsg } from '@nats-io/jetstream';
+import type { IssueOccurrences } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
 import type { BatchWriter, PartitionBatch, WriteStats } from '../storage/batch-writer.js';
 import type { ColumnChunk } from '../storage/columns.js';
@@ -20,15 +21,24 @@ export interface BatcherOptions {
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
   /** Test seam: runs after a batch is committed and before its messages are acked. */
   afterCommit?: () => Promise<void> | void;
+  /**
+   * Runs beside the batch's encoding and must succeed before its commit point: the issue upserts. A crash
+   * after the commit then cannot lose them, and a crash before it brings the messages back to do them again
+   * (they are idempotent).
+   */
+  beforeCommit?: (entries: readonly BatchEntry[]) => Promise<void>;
 }
 
 /** One parsed message: its rows stay together, in one commit. */
-interface Entry {
+export interface BatchEntry {
   msg: JsMsg;
   workspaceId: string;
   mode: Mode;
   chunks: ColumnChunk[];
+  /** Its failed executions, per issue. */
+  issues: IssueOccurrences[];
 }
+type Entry = BatchEntry;
 
 interface Batch {
   entries: Entry[];
@@ -52,10 +62,16 @@ export class Batcher {
     this.#o = opts;
   }
 
-  add(msg: JsMsg, workspaceId: string, mode: Mode, chunks: ColumnChunk[]): void {
+  add(
+    msg: JsMsg,
+    workspaceId: string,
+    mode: Mode,
+    chunks: ColumnChunk[],
+    issues: IssueOccurrences[] = [],
+  ): void {
     const b = this.#batch;
     if (b.entries.length === 0) this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
-    b.entries.push({ msg, workspaceId, mode, chunks });
+    b.entries.push({ msg, workspaceId, mode, chunks, issues });
     for (const c of chunks) b.rows += c.rows;
     if (b.rows >= this.#o.maxRows) this.#requestFlush();
   }
@@ -131,12 +147,14 @@ export class Batcher {
           part.chunks.push(c);
         }
       }
+      const ready = entries.some((e) => e.issues.length > 0) ? this.#o.beforeCommit?.(entries) : undefined;
       if (parts.size > 0) {
         stats = await this.#o.writer.write(
           [...parts.values()],
           entries.map((e) => e.msg.seq),
+          ready,
         );
-      }
+      } else await ready;
     } catch (err) {
       // Nothing was committed: the messages come back and are processed again.
       this.#o.log.error(

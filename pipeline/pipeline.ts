@@ -5,6 +5,8 @@ import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
+import { type IssueOccurrences, mergeOccurrences } from '../schemas/issues.js';
+import type { Mode } from '../schemas/records.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
 import { type CompactionStats, runCompaction } from '../storage/compaction.js';
@@ -12,7 +14,7 @@ import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
 import { workerFile } from '../storage/worker-file.js';
-import { Batcher } from './batcher.js';
+import { type BatchEntry, Batcher } from './batcher.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
 
 export interface PipelineLog {
@@ -146,6 +148,7 @@ export class Pipeline {
       flushIntervalMs: config.FLUSH_INTERVAL_MS,
       log,
       afterCommit: this.#o.afterCommit,
+      beforeCommit: (entries) => this.#recordIssues(entries),
       committedElsewhere: (seqs) => this.#journal.committedAmong(seqs),
       onSettled: (m) => this.#held.delete(m.seq),
       onFlushed: (s) => {
@@ -245,6 +248,7 @@ export class Pipeline {
         encoding: meta.data.encoding,
         maxDecodedBytes: this.#o.config.BODY_MAX_DECODED_BYTES,
         mode: meta.data.mode,
+        workspaceId: meta.data.workspaceId,
         requestId: meta.data.requestId,
         receivedAt: meta.data.receivedAt,
         seq: m.seq,
@@ -257,7 +261,37 @@ export class Pipeline {
     this.#stats.logs += result.counts.logs;
     this.#stats.metrics += result.counts.metrics;
     this.#stats.rejected += result.counts.rejected;
-    this.#batcher!.add(m, meta.data.workspaceId, meta.data.mode, result.chunks);
+    this.#batcher!.add(m, meta.data.workspaceId, meta.data.mode, result.chunks, result.issues);
+  }
+
+  /**
+   * A batch's occurrences, merged per workspace, mode and issue, handed to the control plane: one call per
+   * issue per batch, which writes only when the issue is new or moves.
+   */
+  async #recordIssues(entries: readonly BatchEntry[]): Promise<void> {
+    const scopes = new Map<
+      string,
+      { workspaceId: string; mode: Mode; issues: Map<string, IssueOccurrences> }
+    >();
+    for (const e of entries) {
+      if (e.issues.length === 0) continue;
+      const key = `${e.workspaceId}.${e.mode}`;
+      let scope = scopes.get(key);
+      if (!scope) {
+        scope = { workspaceId: e.workspaceId, mode: e.mode, issues: new Map() };
+        scopes.set(key, scope);
+      }
+      for (const o of e.issues) {
+        const seen = scope.issues.get(o.issueId);
+        if (seen) mergeOccurrences(seen, o);
+        else scope.issues.set(o.issueId, { ...o, environments: [...o.environments] });
+      }
+    }
+    await Promise.all(
+      [...scopes.values()].map((s) =>
+        this.#o.control.issues.recordOccurrences(s.workspaceId, s.mode, [...s.issues.values()]),
+      ),
+    );
   }
 
   /** The workspace's rules as JSON text, remade only when its settings change. */

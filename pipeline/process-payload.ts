@@ -7,6 +7,7 @@ import {
   type MetricPoint,
   metricPointSchema,
 } from '../schemas/ingest-items.js';
+import { type IssueOccurrences, mergeOccurrences } from '../schemas/issues.js';
 import type {
   ErrorDetail,
   ExecutionRecord,
@@ -18,6 +19,7 @@ import type {
 } from '../schemas/records.js';
 import { type Classification, type ClassifyRules, classifyExecution } from './classify.js';
 import { FAST_PATH, type FastPath } from './fast-items.js';
+import { endpointTemplate, failureTypeOf, fingerprintParts, issueIdOf, issueTitle } from './fingerprint.js';
 import { deterministicUlid, fillResourceDefaults, type ResourceDefaults } from './normalize.js';
 import {
   redactServiceKeys,
@@ -34,6 +36,8 @@ export interface ProcessContext {
   requestId: string;
   /** Epoch ms the API received the request; not needed by these steps, kept for the caller's records. */
   receivedAt: number;
+  /** The workspace the request came in for: with the mode, it scopes the issue ids. Absent: no issue ids. */
+  workspaceId?: string;
 }
 
 export interface ProcessOptions {
@@ -80,7 +84,9 @@ function modeMismatch(mode: unknown, keyMode: Mode, path: string): ErrorDetail |
 }
 
 class PayloadProcessor {
-  readonly out: ProcessedPayload = { executions: [], logs: [], metrics: [], rejections: [] };
+  readonly out: ProcessedPayload = { executions: [], logs: [], metrics: [], rejections: [], issues: [] };
+  /** The payload's occurrences per issue: one entry an issue, not one an execution. */
+  private readonly issues = new Map<string, IssueOccurrences>();
   private readonly ctx: ProcessContext;
   private readonly resource: ResourceDefaults | undefined;
   private readonly classifyRules: ClassifyRules | undefined;
@@ -143,8 +149,61 @@ class PayloadProcessor {
     item.executionId = executionId;
     const classification = classifyExecution(item, this.classifyRules);
     const record = toExecutionRecord(item, executionId, classification, state.truncated);
+    if (record.outcome === 'failed') this.fingerprint(item, record);
     this.out.executions.push(record);
     if (item.logs != null) this.inlineLogs(item.logs, index, record);
+  }
+
+  /**
+   * The fingerprint stage (CONTRACT §9) of a failed execution: its failure type, fingerprint parts and issue id
+   * go into the record, and the occurrence into the payload's per-issue summary.
+   */
+  private fingerprint(item: ExecutionItem, record: ExecutionRecord): void {
+    const exception = item.exception ?? null;
+    const failureType = failureTypeOf({
+      statusCode: record.statusCode,
+      outcomeReason: record.outcomeReason,
+      exception,
+    });
+    const template = record.endpointTemplate ?? record.endpoint;
+    const parts = fingerprintParts(
+      {
+        statusCode: record.statusCode,
+        outcomeReason: record.outcomeReason,
+        exception,
+        service: record.service,
+        template,
+        custom: item.fingerprint,
+      },
+      failureType,
+    );
+    record.failureType = failureType;
+    record.fingerprint = JSON.stringify(parts);
+    const workspaceId = this.ctx.workspaceId;
+    if (workspaceId === undefined) return;
+    const issueId = issueIdOf(workspaceId, this.ctx.mode, parts);
+    record.issueId = issueId;
+    const occurrence: IssueOccurrences = {
+      issueId,
+      fingerprintParts: parts,
+      title: issueTitle(record.exceptionType, failureType, record.method, template),
+      service: record.service,
+      endpoint: template,
+      method: record.method,
+      failureType,
+      exceptionType: record.exceptionType,
+      environments: [record.environment],
+      count: 1,
+      firstStartedAt: record.startedAt,
+      lastStartedAt: record.startedAt,
+      lastExecutionId: record.executionId,
+    };
+    const seen = this.issues.get(issueId);
+    if (seen) mergeOccurrences(seen, occurrence);
+    else {
+      this.issues.set(issueId, occurrence);
+      this.out.issues.push(occurrence);
+    }
   }
 
   /** An invalid inline log is dropped and reported under its execution; the execution stays. */
@@ -207,6 +266,9 @@ function toExecutionRecord(
   truncated: boolean,
 ): ExecutionRecord {
   const exception = item.exception ?? null;
+  // The endpoint template (CONTRACT §9), kept only where it differs from the endpoint as sent.
+  const route = item.request?.route;
+  const template = route != null && route !== '' ? route : endpointTemplate(item.endpoint);
   return {
     executionId,
     traceId: item.traceId ?? null,
@@ -230,7 +292,11 @@ function toExecutionRecord(
     response: toJson(item.response),
     exception: toJson(exception),
     outcomeEvidence: toJson(item.outcomeEvidence),
-    fingerprint: toJson(item.fingerprint),
+    // Set by the fingerprint stage, for failed executions only.
+    fingerprint: null,
+    issueId: null,
+    failureType: null,
+    endpointTemplate: template === item.endpoint ? null : template,
     truncated,
   };
 }
@@ -286,7 +352,7 @@ export function processPayload(
   ctx: ProcessContext,
   options: ProcessOptions = {},
 ): ProcessedPayload {
-  if (!isObject(payload)) return { executions: [], logs: [], metrics: [], rejections: [] };
+  if (!isObject(payload)) return { executions: [], logs: [], metrics: [], rejections: [], issues: [] };
   const resource = isObject(payload.resource) ? payload.resource : undefined;
   const processor = new PayloadProcessor(ctx, resource, options);
   const executions = Array.isArray(payload.executions) ? payload.executions : NO_ITEMS;

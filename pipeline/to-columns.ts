@@ -38,7 +38,7 @@ export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] 
     r.outcomeReason,
     r.exceptionType,
     r.exceptionMessage,
-    null, // issue_id: assigned when issues arrive
+    r.issueId,
     r.context,
     r.request,
     r.response,
@@ -47,6 +47,22 @@ export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] 
     r.fingerprint,
     r.truncated,
     m.requestId,
+    m.receivedAt,
+    m.seq,
+    r.failureType,
+    r.endpointTemplate,
+  ];
+}
+
+/** The failures row of an execution grouped into an issue. */
+export function failureCells(r: ExecutionRecord, issueId: string, m: MessageMeta): CellValue[] {
+  return [
+    r.startedAt,
+    issueId,
+    r.executionId,
+    r.service,
+    r.endpointTemplate ?? r.endpoint,
+    r.environment,
     m.receivedAt,
     m.seq,
   ];
@@ -111,6 +127,7 @@ export function toChunks(
     const cells = executionCells(r, m);
     if (indexedKeys.length > 0) cells.push(...contextCells(r.contextTree, indexedKeys));
     set.add('executions', r.startedAt, cells);
+    if (r.issueId !== null) set.add('failures', r.startedAt, failureCells(r, r.issueId, m));
   }
   for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
   for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));

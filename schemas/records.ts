@@ -1,3 +1,5 @@
+import type { FailureType, IssueOccurrences } from './issues.js';
+
 /**
  * Normalized records: what the pipeline makes of each valid ingested item, before it becomes columns.
  * Times are epoch milliseconds (UTC). Nested structures are kept as JSON text: they are shown, not filtered
@@ -52,7 +54,13 @@ export interface ExecutionRecord {
   response: string | null;
   exception: string | null;
   outcomeEvidence: string | null;
+  /** JSON text of the fingerprint parts (CONTRACT §9) of a failed execution; null otherwise. */
   fingerprint: string | null;
+  /** The issue a failed execution is grouped into; null otherwise, or when no workspace was given. */
+  issueId: string | null;
+  failureType: FailureType | null;
+  /** The endpoint template (request.route, else the endpoint with ids as `:id`) when it differs from `endpoint`. */
+  endpointTemplate: string | null;
   truncated: boolean;
 }
 
@@ -108,4 +116,6 @@ export interface ProcessedPayload {
   logs: LogRecord[];
   metrics: MetricRecord[];
   rejections: ItemRejection[];
+  /** Per issue, the failed executions grouped into it (empty without a workspace). */
+  issues: IssueOccurrences[];
 }

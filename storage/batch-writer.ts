@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
@@ -55,7 +56,13 @@ export class BatchWriter {
     });
   }
 
-  async write(partitions: PartitionBatch[], seqs: number[]): Promise<WriteStats> {
+  /**
+   * `ready`: work that must succeed before the commit point (it runs meanwhile); when it fails nothing is
+   * committed and the temporary files go.
+   */
+  async write(partitions: PartitionBatch[], seqs: number[], ready?: Promise<void>): Promise<WriteStats> {
+    // Awaited below; handled now so a failure before that is not an unhandled rejection.
+    ready?.catch(() => {});
     const journal = this.#opts.journal;
     const commitNo = journal.nextCommitNo();
     const fileName = `${journal.writerId}-${String(commitNo).padStart(10, '0')}`;
@@ -88,6 +95,12 @@ export class BatchWriter {
     }
     dirs.add(this.#opts.dataDir);
     await Promise.all([...dirs].map(fsyncDir));
+    try {
+      await ready;
+    } catch (err) {
+      await Promise.all(planned.map((p) => fs.rm(p.tmpPath, { force: true })));
+      throw err;
+    }
     await journal.commit({
       writerId: journal.writerId,
       commitNo,

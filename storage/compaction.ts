@@ -45,9 +45,12 @@ const RUNNING_PREFIX = `${COMPACTED_PREFIX}r-`;
  * Per dataset, the merge that ends an hour: the rows kept and their order in the hour's one file. Executions
  * are deduplicated (the first stored copy of each id is kept): the contract's promise.
  */
-const FINAL: Record<DatasetName, string> = {
+const FIRST_COPY =
+  'QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1';
+
+const FINAL: Record<Exclude<DatasetName, 'failures'>, string> = {
   executions: `${ALL_ROWS}
-    QUALIFY row_number() OVER (PARTITION BY execution_id ORDER BY received_at, ingest_seq) = 1
+    ${FIRST_COPY}
     ORDER BY service, started_at`,
   logs: `${ALL_ROWS} ORDER BY service, timestamp, ingest_seq`,
   metrics: `${ALL_ROWS} ORDER BY name, timestamp, ingest_seq`,
@@ -63,6 +66,7 @@ const FINAL: Record<DatasetName, string> = {
  */
 const RUNNING: Record<DatasetName, string> = {
   executions: `${ALL_ROWS} ORDER BY service, started_at`,
+  failures: ALL_ROWS,
   logs: ALL_ROWS,
   metrics: ALL_ROWS,
   rejections: ALL_ROWS,
@@ -95,6 +99,60 @@ const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: 
   },
 };
 const BY_ID_ROW_GROUPS = 16;
+
+/**
+ * The hour's final failures file, rebuilt from its executions (bound as `$sources`) rather than merged from its
+ * own files: the failed executions among the copies the executions' merge keeps (FIRST_COPY), so an issue's
+ * counts agree with the executions list exactly, resent executions included. Only executions named by the
+ * failures files being replaced (`$files`) are taken: a commit that lands while this runs wrote its executions
+ * file before its failures file (the journal renames them in that order), so its failures file is either among
+ * `$files` with its executions among the sources, or stays visible beside the result. Sorted by issue, so one
+ * issue's rows are a few row groups that the rest can be skipped for (min/max statistics).
+ */
+function failuresFromExecutions(executionColumns: ReadonlySet<string>): string {
+  const endpoint = executionColumns.has('endpoint_template')
+    ? 'coalesce(endpoint_template, endpoint)'
+    : 'endpoint';
+  return `SELECT started_at, issue_id, execution_id, service, endpoint, environment, received_at, ingest_seq
+    FROM (
+      SELECT started_at, issue_id, execution_id, service, ${endpoint} AS endpoint, environment, received_at, ingest_seq
+      FROM read_parquet($sources, union_by_name = true, hive_partitioning = false)
+      WHERE execution_id IN (SELECT execution_id FROM read_parquet($files, union_by_name = true, hive_partitioning = false))
+      ${FIRST_COPY}
+    )
+    WHERE issue_id IS NOT NULL
+    ORDER BY issue_id, started_at`;
+}
+
+/** The executions partition directory beside a failures one (same workspace, mode and hour). */
+const executionsDirOf = (failuresDir: string) => {
+  const parts = failuresDir.split(path.sep);
+  parts[parts.length - 5] = 'executions';
+  return parts.join(path.sep);
+};
+
+/** The visible files of a partition directory, as readers see them (the manifest before the listing). */
+async function visiblePaths(dir: string): Promise<string[]> {
+  const manifest = await readManifest(dir);
+  const names = await fs.readdir(dir).catch(() => [] as string[]);
+  return visibleFiles(names, manifest).map((n) => path.join(dir, n));
+}
+
+/** The merge statement of a partition and the files it reads besides `$files`. */
+async function mergeStatement(
+  engine: QueryEngine,
+  dir: string,
+  dataset: DatasetName,
+  hourEnded: boolean,
+): Promise<{ sql: string; params: Record<string, string[]> }> {
+  if (!hourEnded) return { sql: RUNNING[dataset], params: {} };
+  if (dataset !== 'failures') return { sql: FINAL[dataset], params: {} };
+  const sources = await visiblePaths(executionsDirOf(dir));
+  // No executions to rebuild from (only a damaged store): keep the failures' own rows, deduplicated.
+  if (sources.length === 0)
+    return { sql: `${ALL_ROWS} ${FIRST_COPY} ORDER BY issue_id, started_at`, params: {} };
+  return { sql: failuresFromExecutions(await engine.columnsOf(sources)), params: { sources } };
+}
 
 export interface CompactionOptions {
   /** While an hour is still written, its small files are merged once there are this many. */
@@ -154,9 +212,10 @@ export async function compactPartition(
     const tmpPath = `${outPath}.tmp`;
     let byId: ByIdPart[] | null = null;
     try {
+      const merge = await mergeStatement(engine, dir, dataset, hourEnded);
       await engine.all(
-        `COPY (${(hourEnded ? FINAL : RUNNING)[dataset]}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
-        { files: inputs.map((n) => path.join(dir, n)) },
+        `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
+        { files: inputs.map((n) => path.join(dir, n)), ...merge.params },
       );
       const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
       byId = byIdSpec

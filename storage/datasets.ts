@@ -43,6 +43,27 @@ export const DATASETS = {
     col('request_id', 'utf8', false),
     col('received_at', 'ts', false),
     col('ingest_seq', 'i64', false),
+    /** CONTRACT §9, for failed executions. */
+    col('failure_type', 'utf8'),
+    /** The endpoint template when it differs from `endpoint` (`/orders/:id` for `/orders/12`): null means the same. */
+    col('endpoint_template', 'utf8'),
+  ],
+  /**
+   * One narrow row per failed execution grouped into an issue: what an issue's counts, first and last occurrence
+   * and common factors' scope are read from, a fraction of the executions' bytes. Written in the same commit as
+   * the execution; when its hour ends, rebuilt from the hour's deduplicated executions (storage/compaction.ts),
+   * so it always holds exactly the stored failed executions.
+   */
+  failures: [
+    col('started_at', 'ts', false),
+    col('issue_id', 'utf8', false),
+    col('execution_id', 'utf8', false),
+    col('service', 'utf8', false),
+    /** The endpoint template. */
+    col('endpoint', 'utf8', false),
+    col('environment', 'utf8', false),
+    col('received_at', 'ts', false),
+    col('ingest_seq', 'i64', false),
   ],
   logs: [
     col('timestamp', 'ts', false),

@@ -111,6 +111,9 @@ export const executionRoutes =
         executionId,
       );
       if (!detail) throw notFound(`no execution ${executionId} in this workspace and mode`);
-      return detail;
+      const issue = detail.issueId
+        ? await deps.control.issues.get(principal.workspaceId, mode, detail.issueId)
+        : null;
+      return { ...detail, issue: issue ? { id: issue.id, title: issue.title, status: issue.status } : null };
     });
   };

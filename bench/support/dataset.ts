@@ -428,6 +428,9 @@ class TrafficGenerator {
       exception: exception ? JSON.stringify(exception) : null,
       outcomeEvidence: null,
       fingerprint: null,
+      issueId: null,
+      failureType: null,
+      endpointTemplate: null,
       truncated: false,
     };
   }

@@ -96,7 +96,12 @@ describe('ingest → executions', () => {
       outcomeReason: 'status_5xx',
       statusCode: 502,
       context: { customer: { id: 'c_9', tier: 'gold' } },
-      issue: null,
+      // A 502: grouped into an issue (CONTRACT §9).
+      issue: {
+        id: expect.stringMatching(/^iss_[0-9a-f]{16}$/),
+        title: 'HTTP 5xx in POST /orders/:id',
+        status: 'open',
+      },
       logsTruncated: false,
     });
     expect(d.logs).toEqual([

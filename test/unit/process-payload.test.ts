@@ -87,9 +87,77 @@ describe('processPayload: a valid execution', () => {
       response: JSON.stringify({ headers: { 'content-type': 'application/json' }, fields: { 'data.id': 7 } }),
       exception: null,
       outcomeEvidence: null,
-      fingerprint: JSON.stringify(['{{default}}', 'pay']),
+      // A successful execution has no fingerprint: only failures are grouped into issues.
+      fingerprint: null,
+      issueId: null,
+      failureType: null,
+      endpointTemplate: '/pay/:id',
       truncated: false,
     });
+  });
+
+  it('fingerprints a failed execution, and with a workspace gives it an issue and the payload a summary per issue', () => {
+    const failed = (endpoint: string, message: string, startedAt: number, id: string) =>
+      exec({
+        executionId: id,
+        endpoint,
+        method: 'post',
+        startedAt,
+        statusCode: 500,
+        exception: { type: 'NotFoundError', message },
+      });
+    const body = {
+      executions: [
+        failed('/orders/12', 'order 123 not found', T0 + 5, 'a'),
+        failed('/orders/99', 'order 456 not found', T0, 'b'),
+        exec({ endpoint: '/orders/7', statusCode: 200 }),
+      ],
+    };
+    const withoutWs = run(body);
+    expect(withoutWs.executions[0]).toMatchObject({
+      failureType: 'exception',
+      fingerprint: JSON.stringify([
+        'checkout',
+        '/orders/:id',
+        'exception',
+        'NotFoundError',
+        'order <num> not found',
+        '',
+      ]),
+      endpointTemplate: '/orders/:id',
+      issueId: null,
+    });
+    expect(withoutWs.issues).toEqual([]);
+    const out = run(body, { ...CTX, workspaceId: 'ws_abc' });
+    const [a, b, ok] = out.executions;
+    expect(a!.issueId).toMatch(/^iss_[0-9a-f]{16}$/);
+    expect(b!.issueId).toBe(a!.issueId);
+    expect(ok!.issueId).toBeNull();
+    expect(ok!.endpointTemplate).toBe('/orders/:id');
+    expect(out.issues).toEqual([
+      {
+        issueId: a!.issueId,
+        fingerprintParts: [
+          'checkout',
+          '/orders/:id',
+          'exception',
+          'NotFoundError',
+          'order <num> not found',
+          '',
+        ],
+        title: 'NotFoundError in POST /orders/:id',
+        service: 'checkout',
+        endpoint: '/orders/:id',
+        method: 'POST',
+        failureType: 'exception',
+        exceptionType: 'NotFoundError',
+        environments: ['default'],
+        count: 2,
+        firstStartedAt: T0,
+        lastStartedAt: T0 + 5,
+        lastExecutionId: 'a',
+      },
+    ]);
   });
 
   it('fills defaults: source http, environment default, nulls for absent optional fields', () => {
@@ -978,12 +1046,18 @@ describe('processPayload: metrics', () => {
 describe('processPayload: defensive envelope handling', () => {
   it('gives empty output for a body that is not an object', () => {
     for (const body of [null, 'x', 3, [exec()]]) {
-      expect(processPayload(body, CTX)).toEqual({ executions: [], logs: [], metrics: [], rejections: [] });
+      expect(processPayload(body, CTX)).toEqual({
+        executions: [],
+        logs: [],
+        metrics: [],
+        rejections: [],
+        issues: [],
+      });
     }
   });
 
   it('ignores item lists that are not arrays and a resource that is not an object', () => {
     const out = run({ resource: 'checkout', executions: { 0: exec() }, logs: null, metrics: [] });
-    expect(out).toEqual({ executions: [], logs: [], metrics: [], rejections: [] });
+    expect(out).toEqual({ executions: [], logs: [], metrics: [], rejections: [], issues: [] });
   });
 });

@@ -1,0 +1,252 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { activityOf } from '../../control/issues.js';
+import { findExecution } from '../../query/executions.js';
+import { issueInsights } from '../../query/issue-insights.js';
+import {
+  type IssueRowStats,
+  issueFactors,
+  issueStats,
+  type OneIssueStats,
+  oneIssueStats,
+} from '../../query/issues.js';
+import { notFound, validationError } from '../../schemas/errors.js';
+import {
+  commentBodySchema,
+  ISSUE_ID_SHAPE,
+  type IssueRecord,
+  type IssueSort,
+  issueIdParamsSchema,
+  issueListQuerySchema,
+  issuePagedQuerySchema,
+  issuePatchSchema,
+} from '../../schemas/issues.js';
+import type { Mode } from '../../schemas/records.js';
+import { type Principal, principalOf, resolveMode } from '../auth.js';
+import type { ApiContext } from '../context.js';
+import { pageAnswer, resolvePaging } from '../paging.js';
+import { parseInput } from '../validate.js';
+
+/** Issues (CONTRACT §9): the list, one issue with its evidence, its lifecycle, comments and activity. */
+
+const DAY_MS = 86_400_000;
+/** The common factors' window: the 7 days before the issue's last occurrence. */
+const FACTOR_WINDOW_MS = 7 * DAY_MS;
+const RECENT_ACTIVITY = 20;
+const USER_ID = /^usr_[A-Za-z0-9]+$/;
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The fields every issue answer has (the list's items): the record's, with the figures of its stored rows. */
+function issueSummary(r: IssueRecord, s: IssueRowStats | null | undefined) {
+  const first = s ? Math.min(Date.parse(r.firstSeenAt), s.firstSeenMs) : Date.parse(r.firstSeenAt);
+  const last = s ? Math.max(Date.parse(r.lastSeenAt), s.lastSeenMs) : Date.parse(r.lastSeenAt);
+  return {
+    id: r.id,
+    mode: r.mode,
+    title: r.title,
+    status: r.status,
+    service: r.service,
+    environments: r.environments,
+    endpoint: r.endpoint,
+    method: r.method,
+    failureType: r.failureType,
+    exceptionType: r.exceptionType,
+    fingerprintParts: r.fingerprintParts,
+    firstSeenAt: iso(first),
+    lastSeenAt: iso(last),
+    statusChangedAt: r.statusChangedAt,
+    resolvedAt: r.resolvedAt,
+    regressedAt: r.regressedAt,
+    occurrences: { total: s?.total ?? 0, last24h: s?.last24h ?? 0, last7d: s?.last7d ?? 0 },
+    assignee: r.assignee,
+  };
+}
+type IssueSummary = ReturnType<typeof issueSummary>;
+
+const SORTS: Record<IssueSort, (i: IssueSummary) => number> = {
+  '-lastSeenAt': (i) => Date.parse(i.lastSeenAt),
+  '-firstSeenAt': (i) => Date.parse(i.firstSeenAt),
+  '-occurrences': (i) => i.occurrences.total,
+};
+
+export const issueRoutes =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const { config, control, engine } = ctx;
+
+    /** A path id of the wrong shape is NOT_FOUND (CONTRACT §3), as is an issue of another workspace or mode. */
+    const issueId = (params: unknown): string => {
+      const { id } = parseInput(issueIdParamsSchema, params, 'path');
+      if (!ISSUE_ID_SHAPE.test(id)) throw notFound(`no issue ${id.slice(0, 64)} in this workspace and mode`);
+      return id;
+    };
+    const load = async (p: Principal, mode: Mode, id: string): Promise<IssueRecord> => {
+      const r = await control.issues.get(p.workspaceId, mode, id);
+      if (!r) throw notFound(`no issue ${id} in this workspace and mode`);
+      return r;
+    };
+
+    /**
+     * A resolved issue whose rows hold an occurrence that started after resolvedAt is regressed (CONTRACT §9). The
+     * write path does this as it stores the occurrence; this catches the one it stored before the resolve reached
+     * it (a client clock ahead of the service's).
+     */
+    const regressIfDue = async (r: IssueRecord, s: IssueRowStats | null | undefined) => {
+      if (r.status !== 'resolved' || !s || r.resolvedAt === null || s.lastSeenMs <= Date.parse(r.resolvedAt))
+        return r;
+      return (
+        (await control.issues.regressIfLater(r.workspaceId, r.mode, r.id, s.lastSeenMs, s.lastExecutionId)) ??
+        r
+      );
+    };
+
+    /** The whole issue: the list's fields plus the evidence, the representative execution and recent activity. */
+    const detail = async (record: IssueRecord) => {
+      const scope = { workspaceId: record.workspaceId, mode: record.mode };
+      const now = Date.now();
+      const stats: OneIssueStats | null = await oneIssueStats(engine, config.dataDir, scope, record.id, now);
+      const r = await regressIfDue(record, stats);
+      const summary = issueSummary(r, stats);
+      const lastSeen = Date.parse(summary.lastSeenAt);
+      const [evidence, representative, comments] = await Promise.all([
+        issueFactors(engine, config.dataDir, scope, {
+          issueId: r.id,
+          services: stats?.services ?? [],
+          endpoints: stats?.endpoints ?? [],
+          from: lastSeen - FACTOR_WINDOW_MS,
+          to: lastSeen + 1,
+          indexedKeys: control.settingsOf(r.workspaceId).indexedContextKeys,
+        }),
+        stats ? findExecution(engine, config.dataDir, scope, stats.lastExecutionId) : null,
+        control.issues.comments(r.workspaceId, r.mode, r.id),
+      ]);
+      const { hypothesis, suggestedFix } = issueInsights({
+        issueId: r.id,
+        failureType: r.failureType,
+        exceptionType: r.exceptionType,
+        fingerprintParts: r.fingerprintParts,
+        method: r.method,
+        endpoint: r.endpoint,
+        status: r.status,
+        resolvedAt: r.resolvedAt,
+        regressedAt: r.regressedAt,
+        total: summary.occurrences.total,
+        last24h: summary.occurrences.last24h,
+        firstSeenMs: Date.parse(summary.firstSeenAt),
+        evidence,
+        now,
+      });
+      return {
+        ...summary,
+        hypothesis,
+        suggestedFix,
+        commonFactors: evidence.factors,
+        representativeExecution: representative,
+        recentActivity: activityOf(r, comments).slice(0, RECENT_ACTIVITY),
+      };
+    };
+
+    app.get('/api/issues', { config: { need: 'read' } }, async (req, _reply) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      const q = parseInput(issueListQuerySchema, raw, 'query');
+      const { page, pageSize } = resolvePaging(q, config);
+      if (q.from !== undefined && q.to !== undefined && q.from >= q.to) {
+        throw validationError('from must be before to', [{ path: 'from', message: 'must be before to' }]);
+      }
+      const statuses = q.status ? new Set(q.status) : null;
+      const assignee = q.assignee === 'none' ? null : q.assignee;
+      const records = control.issues
+        .list(p.workspaceId, mode)
+        .filter(
+          (r) =>
+            (q.serviceName === undefined || r.service === q.serviceName) &&
+            (assignee === undefined || r.assignee === assignee),
+        );
+      const stats =
+        records.length > 0
+          ? await issueStats(engine, config.dataDir, { workspaceId: p.workspaceId, mode }, Date.now())
+          : new Map<string, IssueRowStats>();
+      const current = await Promise.all(records.map((r) => regressIfDue(r, stats.get(r.id))));
+      const items = current
+        .filter((r) => statuses === null || statuses.has(r.status))
+        .map((r) => issueSummary(r, stats.get(r.id)))
+        .filter((i) => {
+          const last = Date.parse(i.lastSeenAt);
+          return (q.from === undefined || last >= q.from) && (q.to === undefined || last < q.to);
+        });
+      const key = SORTS[q.sort];
+      items.sort((a, b) => key(b) - key(a) || (a.id < b.id ? -1 : 1));
+      const start = (page - 1) * pageSize;
+      return pageAnswer({ data: items.slice(start, start + pageSize), total: items.length }, page, pageSize);
+    });
+
+    app.get('/api/issues/:id', { config: { need: 'read' } }, async (req, _reply) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
+      return detail(await load(p, mode, issueId(req.params)));
+    });
+
+    app.patch('/api/issues/:id', { config: { need: 'actor' } }, async (req, _reply) => {
+      const p = principalOf(req);
+      if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
+      const patch = parseInput(issuePatchSchema, req.body ?? {}, 'body');
+      if (typeof patch.assignee === 'string') {
+        const member =
+          USER_ID.test(patch.assignee) && (await control.isMember(p.workspaceId, patch.assignee));
+        if (!member) {
+          throw validationError('assignee: not a member of this workspace', [
+            { path: 'assignee', message: 'not a member of this workspace' },
+          ]);
+        }
+      }
+      const id = issueId(req.params);
+      return detail(await control.issues.patch(p.workspaceId, mode, id, patch, p.userId));
+    });
+
+    app.get('/api/issues/:id/comments', { config: { need: 'read' } }, async (req, _reply) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      const q = parseInput(issuePagedQuerySchema, raw, 'query');
+      const { page, pageSize } = resolvePaging(q, config);
+      const r = await load(p, mode, issueId(req.params));
+      const all = await control.issues.comments(r.workspaceId, mode, r.id);
+      const start = (page - 1) * pageSize;
+      return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
+    });
+
+    app.post('/api/issues/:id/comments', { config: { need: 'actor' } }, async (req, reply) => {
+      const p = principalOf(req);
+      if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
+      const { body } = parseInput(commentBodySchema, req.body ?? {}, 'body');
+      const id = issueId(req.params);
+      const comment = await control.issues.addComment(p.workspaceId, mode, id, body, {
+        id: p.userId,
+        email: p.email,
+      });
+      reply.code(201);
+      return comment;
+    });
+
+    app.get('/api/issues/:id/activity', { config: { need: 'read' } }, async (req, _reply) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      const q = parseInput(issuePagedQuerySchema, raw, 'query');
+      const { page, pageSize } = resolvePaging(q, config);
+      const r = await load(p, mode, issueId(req.params));
+      const all = activityOf(r, await control.issues.comments(r.workspaceId, mode, r.id));
+      const start = (page - 1) * pageSize;
+      return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
+    });
+  };

@@ -17,8 +17,8 @@ export interface ParseTask {
   encoding: 'gzip' | 'identity';
   maxDecodedBytes: number;
   mode: Mode;
-  /** Scopes the issue ids of failed executions (with the mode). */
-  workspaceId: string;
+  /** Scopes the issue ids of failed executions (with the mode); absent: no fingerprint stage. */
+  workspaceId?: string;
   requestId: string;
   receivedAt: number;
   seq: number;

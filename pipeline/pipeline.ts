@@ -248,7 +248,7 @@ export class Pipeline {
         encoding: meta.data.encoding,
         maxDecodedBytes: this.#o.config.BODY_MAX_DECODED_BYTES,
         mode: meta.data.mode,
-        workspaceId: meta.data.workspaceId,
+        workspaceId: this.#o.config.FINGERPRINT_STAGE ? meta.data.workspaceId : undefined,
         requestId: meta.data.requestId,
         receivedAt: meta.data.receivedAt,
         seq: m.seq,

@@ -36,7 +36,10 @@ export interface ProcessContext {
   requestId: string;
   /** Epoch ms the API received the request; not needed by these steps, kept for the caller's records. */
   receivedAt: number;
-  /** The workspace the request came in for: with the mode, it scopes the issue ids. Absent: no issue ids. */
+  /**
+   * The workspace the request came in for: with the mode, it scopes the issue ids. Absent: no fingerprint stage
+   * (no endpoint templates, fingerprints or issue ids), as for POST /api/ingest/validate.
+   */
   workspaceId?: string;
 }
 
@@ -148,8 +151,9 @@ class PayloadProcessor {
     const executionId = item.executionId ?? deterministicUlid(item.startedAt, this.ctx.requestId, index);
     item.executionId = executionId;
     const classification = classifyExecution(item, this.classifyRules);
-    const record = toExecutionRecord(item, executionId, classification, state.truncated);
-    if (record.outcome === 'failed') this.fingerprint(item, record);
+    const staged = this.ctx.workspaceId !== undefined;
+    const record = toExecutionRecord(item, executionId, classification, state.truncated, staged);
+    if (staged && record.outcome === 'failed') this.fingerprint(item, record, this.ctx.workspaceId!);
     this.out.executions.push(record);
     if (item.logs != null) this.inlineLogs(item.logs, index, record);
   }
@@ -158,7 +162,7 @@ class PayloadProcessor {
    * The fingerprint stage (CONTRACT §9) of a failed execution: its failure type, fingerprint parts and issue id
    * go into the record, and the occurrence into the payload's per-issue summary.
    */
-  private fingerprint(item: ExecutionItem, record: ExecutionRecord): void {
+  private fingerprint(item: ExecutionItem, record: ExecutionRecord, workspaceId: string): void {
     const exception = item.exception ?? null;
     const failureType = failureTypeOf({
       statusCode: record.statusCode,
@@ -179,8 +183,6 @@ class PayloadProcessor {
     );
     record.failureType = failureType;
     record.fingerprint = JSON.stringify(parts);
-    const workspaceId = this.ctx.workspaceId;
-    if (workspaceId === undefined) return;
     const issueId = issueIdOf(workspaceId, this.ctx.mode, parts);
     record.issueId = issueId;
     const occurrence: IssueOccurrences = {
@@ -264,11 +266,16 @@ function toExecutionRecord(
   executionId: string,
   classification: Classification,
   truncated: boolean,
+  templated: boolean,
 ): ExecutionRecord {
   const exception = item.exception ?? null;
   // The endpoint template (CONTRACT §9), kept only where it differs from the endpoint as sent.
   const route = item.request?.route;
-  const template = route != null && route !== '' ? route : endpointTemplate(item.endpoint);
+  const template = !templated
+    ? item.endpoint
+    : route != null && route !== ''
+      ? route
+      : endpointTemplate(item.endpoint);
   return {
     executionId,
     traceId: item.traceId ?? null,

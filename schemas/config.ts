@@ -63,6 +63,12 @@ export const configSchema = z.object({
    * exec/s with, 53.7k/47.6k without (1.7 µs less CPU per execution).
    */
   PARQUET_DICTIONARY: bool(false),
+  /**
+   * The fingerprint stage (CONTRACT §9): endpoint templates, fingerprints and issue ids in the parse workers,
+   * failures rows and issue upserts. Off only to measure what it costs (`npm run bench -- ingest --sweep
+   * FINGERPRINT_STAGE=true,false`): with it off, failed executions are grouped into no issue.
+   */
+  FINGERPRINT_STAGE: bool(true),
   /** How often partitions are compacted (0: never, for benchmarks of the bare write path). */
   COMPACTION_INTERVAL_MS: int(30_000, 0),
   /** While an hour is written, its small files are merged once there are this many. */

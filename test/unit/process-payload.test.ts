@@ -87,11 +87,11 @@ describe('processPayload: a valid execution', () => {
       response: JSON.stringify({ headers: { 'content-type': 'application/json' }, fields: { 'data.id': 7 } }),
       exception: null,
       outcomeEvidence: null,
-      // A successful execution has no fingerprint: only failures are grouped into issues.
+      // No workspace, no fingerprint stage (and only failures are grouped into issues).
       fingerprint: null,
       issueId: null,
       failureType: null,
-      endpointTemplate: '/pay/:id',
+      endpointTemplate: null,
       truncated: false,
     });
   });
@@ -113,8 +113,17 @@ describe('processPayload: a valid execution', () => {
         exec({ endpoint: '/orders/7', statusCode: 200 }),
       ],
     };
+    // Without a workspace (POST /api/ingest/validate, or the stage turned off) there is no fingerprint stage.
     const withoutWs = run(body);
     expect(withoutWs.executions[0]).toMatchObject({
+      failureType: null,
+      fingerprint: null,
+      endpointTemplate: null,
+      issueId: null,
+    });
+    expect(withoutWs.issues).toEqual([]);
+    const out = run(body, { ...CTX, workspaceId: 'ws_abc' });
+    expect(out.executions[0]).toMatchObject({
       failureType: 'exception',
       fingerprint: JSON.stringify([
         'checkout',
@@ -125,10 +134,7 @@ describe('processPayload: a valid execution', () => {
         '',
       ]),
       endpointTemplate: '/orders/:id',
-      issueId: null,
     });
-    expect(withoutWs.issues).toEqual([]);
-    const out = run(body, { ...CTX, workspaceId: 'ws_abc' });
     const [a, b, ok] = out.executions;
     expect(a!.issueId).toMatch(/^iss_[0-9a-f]{16}$/);
     expect(b!.issueId).toBe(a!.issueId);

@@ -43,11 +43,23 @@ export interface BodyTemplate {
   executions: number;
   logs: number;
   metrics: number;
+  /** Where the next template's failures outside bursts start (TemplateOptions.firstFingerprint). */
+  nextFingerprint: number;
 }
 
 export interface TemplateOptions {
-  /** Failure rate outside bursts. */
+  /** Failure rate outside bursts (2 %; with the bursts, 5 % of all executions fail). */
   failureRate?: number;
+  /**
+   * Distinct failures (5,000 at most): each failed execution is one of these, Zipf-skewed, and each has its own
+   * service, endpoint, exception type and message, so the service groups the failures into this many issues.
+   */
+  fingerprints?: number;
+  /**
+   * The first of the distinct failures this template's failures outside bursts take, one after the other: a run
+   * passes each template the previous one's `nextFingerprint`, so its templates hold every one of `fingerprints`.
+   */
+  firstFingerprint?: number;
   /** Custom metric points per request. */
   metrics?: number;
   /**
@@ -58,9 +70,23 @@ export interface TemplateOptions {
   gzip?: boolean;
 }
 
+/** Lower-case letters for a number: a part of a message that normalization keeps (digits become `<num>`). */
+function letters(n: number): string {
+  let out = '';
+  let k = n;
+  do {
+    out += String.fromCharCode(97 + (k % 26));
+    k = Math.floor(k / 26);
+  } while (k > 0);
+  return out;
+}
+
+const EXCEPTION_TYPES = ['UpstreamError', 'TypeError', 'ValidationError', 'DatabaseError', 'TimeoutError'];
+
 /**
  * One request body of `batch` executions; ids are `<run>-<request number>-<index>`. One template in four is a
- * failure burst: one service's endpoint failing with exceptions and 5xx for a third of its executions.
+ * failure burst: one failure repeating for 12 % of its executions. Outside bursts 2 % fail: 5 % in all, as the
+ * issue benchmark asks (issue 12), spread over `fingerprints` distinct failures.
  */
 export function buildTemplate(
   seed: number,
@@ -70,13 +96,17 @@ export function buildTemplate(
 ): BodyTemplate {
   const r = rng(seed);
   const now = Date.now();
-  const burst = seed % 4 === 0 ? { service: SERVICES[skewed(r, 5)]!, endpointNo: skewed(r, 20) } : null;
+  const fingerprints = Math.min(5000, opts.fingerprints ?? 2000);
+  const burst = seed % 4 === 0 ? skewed(r, fingerprints) : null;
+  let nextFingerprint = opts.firstFingerprint ?? 0;
   let logs = 0;
   const executions = Array.from({ length: batch }, (_, i) => {
-    const inBurst = burst !== null && r() < 0.3;
-    const service = inBurst ? burst.service : SERVICES[skewed(r, SERVICES.length)]!;
-    const endpointNo = inBurst ? burst.endpointNo : skewed(r, 200);
+    const inBurst = burst !== null && r() < 0.12;
     const failed = inBurst || r() < (opts.failureRate ?? 0.02);
+    // A failure's shape follows from its number alone: fingerprint k is service k % 20, endpoint k / 20.
+    const fp = inBurst ? burst : failed ? nextFingerprint++ % fingerprints : 0;
+    const service = failed ? SERVICES[fp % SERVICES.length]! : SERVICES[skewed(r, SERVICES.length)]!;
+    const endpointNo = failed ? Math.floor(fp / SERVICES.length) : skewed(r, 200);
     const logCount = Math.floor(r() * 6);
     logs += logCount;
     const startedAt = now - Math.floor(r() * 5000);
@@ -100,8 +130,8 @@ export function buildTemplate(
       ...(failed
         ? {
             exception: {
-              type: 'UpstreamError',
-              message: `upstream ${endpointNo} returned 503 after ${Math.floor(r() * 3000)} ms`,
+              type: EXCEPTION_TYPES[fp % EXCEPTION_TYPES.length],
+              message: `${letters(fp)} failed: upstream ${endpointNo} returned 503 after ${Math.floor(r() * 3000)} ms`,
               stack:
                 'UpstreamError: upstream failed\n    at call (src/client.ts:42:11)\n    at handler (src/routes.ts:88:5)',
             },
@@ -143,12 +173,12 @@ export function buildTemplate(
   const plain = Buffer.from(text, 'utf8');
   if (opts.gzip) {
     const bytes = gzipSync(plain, { level: 6 });
-    return { bytes, offsets: [], gzip: true, executions: batch, logs, metrics: metricCount };
+    return { bytes, offsets: [], gzip: true, executions: batch, logs, metrics: metricCount, nextFingerprint };
   }
   const offsets: number[] = [];
   for (let at = plain.indexOf(ID_MARK); at !== -1; at = plain.indexOf(ID_MARK, at + ID_DIGITS))
     offsets.push(at);
-  return { bytes: plain, offsets, gzip: false, executions: batch, logs, metrics: metricCount };
+  return { bytes: plain, offsets, gzip: false, executions: batch, logs, metrics: metricCount, nextFingerprint };
 }
 
 /** The body of request `requestNo`: a copy with that number in every execution id (a gzip body as it is). */

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IssueStore } from '../../control/issues.js';
+import type { IssueOccurrences } from '../../schemas/issues.js';
 import { eventually, execution, get, ingest, json, startStack, type TestStack } from '../support/env.js';
 import { call, errorCode, type SignedUp, signup, uniqueEmail } from '../support/http.js';
 
@@ -644,5 +646,58 @@ describe('counts from stored rows', () => {
     // Compacting again changes nothing.
     await stack.service.pipeline!.compact();
     expect((await getIssue(u.session, id)).occurrences.total).toBe(2);
+  });
+});
+
+describe('several writers', () => {
+  it('two processes racing to create and regress one issue make one record and one regression', async () => {
+    const u = await signup(stack.service);
+    const silent = { warn() {} };
+    const other = new IssueStore(stack.service.control.store, silent);
+    await other.start();
+    try {
+      const occurrence = (at: number, id: string): IssueOccurrences => ({
+        issueId: 'iss_00000000000000aa',
+        fingerprintParts: ['x'],
+        title: 'Failure in x',
+        service: 'x',
+        endpoint: 'x',
+        method: null,
+        failureType: 'unknown',
+        exceptionType: null,
+        environments: ['production'],
+        count: 1,
+        firstStartedAt: at,
+        lastStartedAt: at,
+        lastExecutionId: id,
+      });
+      const mine = stack.service.control.issues;
+      const t = Date.now() - 60_000;
+      await Promise.all([
+        mine.recordOccurrences(u.workspaceId, 'test', [occurrence(t, 'a')]),
+        other.recordOccurrences(u.workspaceId, 'test', [
+          { ...occurrence(t - 5, 'b'), environments: ['staging'] },
+        ]),
+      ]);
+      const created = await mine.get(u.workspaceId, 'test', 'iss_00000000000000aa');
+      // Both writers' facts are in the one record, whichever created it.
+      expect(created).toMatchObject({
+        firstSeenAt: new Date(t - 5).toISOString(),
+        environments: ['production', 'staging'],
+      });
+      expect(mine.list(u.workspaceId, 'test')).toHaveLength(1);
+      await mine.patch(u.workspaceId, 'test', 'iss_00000000000000aa', { status: 'resolved' }, u.userId);
+      const later = Date.now() + 1000;
+      await Promise.all([
+        mine.recordOccurrences(u.workspaceId, 'test', [occurrence(later, 'c')]),
+        other.recordOccurrences(u.workspaceId, 'test', [occurrence(later + 1, 'd')]),
+        mine.regressIfLater(u.workspaceId, 'test', 'iss_00000000000000aa', later, 'c'),
+      ]);
+      const after = (await mine.get(u.workspaceId, 'test', 'iss_00000000000000aa'))!;
+      expect(after.status).toBe('regressed');
+      expect(after.events.filter((e) => e.type === 'regressed')).toHaveLength(1);
+    } finally {
+      other.stop();
+    }
   });
 });

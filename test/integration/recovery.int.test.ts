@@ -33,11 +33,28 @@ const total = async (query: string) => {
   return json<{ total: number }>(res).total;
 };
 
+const issuesOf = async (service: string) => {
+  const res = await get(stack.service, tenant.keys.test!, '/api/issues?sort=-occurrences');
+  expect(res.statusCode).toBe(200);
+  return json<{ data: { service: string; occurrences: { total: number } }[] }>(res).data.filter(
+    (i) => i.service === service,
+  );
+};
+
 describe('crash between file commit and ack', () => {
-  it('a restarted pipeline loses nothing and adds no row twice', async () => {
+  it('a restarted pipeline loses nothing and adds no row twice, and neither loses an issue nor counts it twice', async () => {
     const service = `recovery-${Date.now()}`;
+    // One execution in four fails the same way: one issue, 50 occurrences.
     const batches = Array.from({ length: 5 }, (_, b) =>
-      Array.from({ length: 40 }, (_, i) => execution({ service, executionId: `rc-${b}-${i}` })),
+      Array.from({ length: 40 }, (_, i) =>
+        execution({
+          service,
+          executionId: `rc-${b}-${i}`,
+          ...(i % 4 === 0
+            ? { statusCode: 500, exception: { type: 'DbError', message: `deadlock on row ${b * 100 + i}` } }
+            : {}),
+        }),
+      ),
     );
     for (const executions of batches) {
       expect((await ingest(stack.service, tenant.keys.test!, { executions })).statusCode).toBe(202);
@@ -63,9 +80,13 @@ describe('crash between file commit and ack', () => {
       (c) => c,
     );
     await p1.stop();
-    // The committed rows are visible even though nothing was acked.
+    // The committed rows are visible even though nothing was acked, and so is their issue: its upsert came
+    // before the commit point.
     const afterCrash = await total(`?serviceName=${service}`);
     expect(afterCrash).toBeGreaterThan(0);
+    const issuesAfterCrash = await issuesOf(service);
+    expect(issuesAfterCrash).toHaveLength(1);
+    expect(issuesAfterCrash[0]!.occurrences.total).toBe(await total(`?serviceName=${service}&status=failed`));
 
     // Second pipeline: gets every unacked message again (ack wait 2 s) and must skip the committed ones.
     const broker2 = await connectBroker(stack.nats.url, silent, 'pipeline-2');
@@ -86,6 +107,10 @@ describe('crash between file commit and ack', () => {
       expect(await total(`?serviceName=${service}`)).toBe(200);
       for (const b of [0, 4]) expect(await total(`?serviceName=${service}&executionId=rc-${b}-7`)).toBe(1);
       expect(p2.stats().redeliveredSkipped).toBeGreaterThan(0);
+      // Counted from the stored rows: every occurrence once, the redelivered ones included.
+      const issues = await issuesOf(service);
+      expect(issues).toHaveLength(1);
+      expect(issues[0]!.occurrences.total).toBe(50);
     } finally {
       await p2.stop();
       await broker2.close();

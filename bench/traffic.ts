@@ -178,7 +178,15 @@ export function buildTemplate(
   const offsets: number[] = [];
   for (let at = plain.indexOf(ID_MARK); at !== -1; at = plain.indexOf(ID_MARK, at + ID_DIGITS))
     offsets.push(at);
-  return { bytes: plain, offsets, gzip: false, executions: batch, logs, metrics: metricCount, nextFingerprint };
+  return {
+    bytes: plain,
+    offsets,
+    gzip: false,
+    executions: batch,
+    logs,
+    metrics: metricCount,
+    nextFingerprint,
+  };
 }
 
 /** The body of request `requestNo`: a copy with that number in every execution id (a gzip body as it is). */

@@ -121,11 +121,12 @@ export function issueInsights(i: InsightInput): { hypothesis: Insight; suggested
   }
   if (slow)
     text += `; the failures are ${Math.round(e.occurrenceMedianMs! / e.baselineMedianMs!)}× slower than the successes, which points at waiting on something (a dependency, a lock, a queue) rather than at the request's own work`;
-  const top = e.factors[0];
+  // With nothing to compare with, every value the failures share passes the thresholds: none is a lead.
+  const top = e.baseline > 0 ? e.factors[0] : undefined;
   if (top) {
     text += `. It is tied to ${top.field} = ${shown(top.value)}: ${pct(top.issueShare)} of the failures have it, against ${pct(top.baselineShare)} of successes`;
     for (const f of e.factors.slice(0, 5)) facts.push(factorFact(f, e.occurrences, e.baseline));
-  } else if (e.occurrences > 0) {
+  } else if (e.occurrences > 0 && e.baseline > 0) {
     facts.push('no attribute value is shared by most failures more than by successes');
   }
   if (i.status === 'regressed' && i.resolvedAt && i.regressedAt) {

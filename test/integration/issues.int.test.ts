@@ -679,12 +679,16 @@ describe('several writers', () => {
           { ...occurrence(t - 5, 'b'), environments: ['staging'] },
         ]),
       ]);
-      const created = await mine.get(u.workspaceId, 'test', 'iss_00000000000000aa');
-      // Both writers' facts are in the one record, whichever created it.
-      expect(created).toMatchObject({
-        firstSeenAt: new Date(t - 5).toISOString(),
-        environments: ['production', 'staging'],
-      });
+      // Both writers' facts end up in the one record, whichever created it (this process's copy follows the
+      // other's write through the watch, within milliseconds).
+      await eventually(
+        () => mine.get(u.workspaceId, 'test', 'iss_00000000000000aa'),
+        (r) => r?.firstSeenAt === new Date(t - 5).toISOString() && r.environments.length === 2,
+      );
+      expect((await mine.get(u.workspaceId, 'test', 'iss_00000000000000aa'))!.environments).toEqual([
+        'production',
+        'staging',
+      ]);
       expect(mine.list(u.workspaceId, 'test')).toHaveLength(1);
       await mine.patch(u.workspaceId, 'test', 'iss_00000000000000aa', { status: 'resolved' }, u.userId);
       const later = Date.now() + 1000;
@@ -693,8 +697,10 @@ describe('several writers', () => {
         other.recordOccurrences(u.workspaceId, 'test', [occurrence(later + 1, 'd')]),
         mine.regressIfLater(u.workspaceId, 'test', 'iss_00000000000000aa', later, 'c'),
       ]);
-      const after = (await mine.get(u.workspaceId, 'test', 'iss_00000000000000aa'))!;
-      expect(after.status).toBe('regressed');
+      const after = (await eventually(
+        () => other.get(u.workspaceId, 'test', 'iss_00000000000000aa'),
+        (r) => r?.status === 'regressed',
+      ))!;
       expect(after.events.filter((e) => e.type === 'regressed')).toHaveLength(1);
     } finally {
       other.stop();

@@ -88,17 +88,7 @@ export class ControlPlane {
   }
 
   async start(): Promise<void> {
-    await Promise.all(
-      [
-        this.#keys,
-        this.#keyIndex,
-        this.#sessions,
-        this.#users,
-        this.#settings,
-        this.#workspaces,
-        this.issues,
-      ].map((m) => m.start()),
-    );
+    await Promise.all(this.#watched().map((m) => m.start()));
     this.#usageTimer = setInterval(() => void this.flushKeyUsage(), KEY_USAGE_FLUSH_MS);
     this.#usageTimer.unref();
   }
@@ -106,7 +96,12 @@ export class ControlPlane {
   async stop(): Promise<void> {
     if (this.#usageTimer) clearInterval(this.#usageTimer);
     await this.flushKeyUsage().catch(() => {});
-    for (const m of [
+    for (const m of this.#watched()) m.stop();
+  }
+
+  /** Everything kept current by a bucket watch: started and stopped with the control plane. */
+  #watched(): { start(): Promise<void>; stop(): void }[] {
+    return [
       this.#keys,
       this.#keyIndex,
       this.#sessions,
@@ -114,8 +109,7 @@ export class ControlPlane {
       this.#settings,
       this.#workspaces,
       this.issues,
-    ])
-      m.stop();
+    ];
   }
 
   // ---- credentials ----

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { activityOf } from '../../control/issues.js';
 import { findExecution } from '../../query/executions.js';
 import { issueInsights } from '../../query/issue-insights.js';
@@ -35,6 +35,7 @@ const RECENT_ACTIVITY = 20;
 const USER_ID = /^usr_[A-Za-z0-9]+$/;
 
 const iso = (ms: number) => new Date(ms).toISOString();
+const MODE_ONLY = issuePagedQuerySchema.pick({ mode: true }).strict();
 
 /** The fields every issue answer has (the list's items): the record's, with the figures of its stored rows. */
 function issueSummary(r: IssueRecord, s: IssueRowStats | null | undefined) {
@@ -84,6 +85,24 @@ export const issueRoutes =
       const r = await control.issues.get(p.workspaceId, mode, id);
       if (!r) throw notFound(`no issue ${id} in this workspace and mode`);
       return r;
+    };
+    /** The caller, the mode and the checked query of a route on one issue that takes `mode` only. */
+    const scoped = (req: FastifyRequest) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      parseInput(MODE_ONLY, raw, 'query');
+      return { p, mode };
+    };
+    /** A page of one issue's comments or activity: `list` makes the whole list, oldest or newest first. */
+    const issuePage = async <T>(req: FastifyRequest, list: (r: IssueRecord) => Promise<T[]>) => {
+      const p = principalOf(req);
+      const raw = req.query as Record<string, unknown>;
+      const mode = resolveMode(p, raw.mode);
+      const { page, pageSize } = resolvePaging(parseInput(issuePagedQuerySchema, raw, 'query'), config);
+      const all = await list(await load(p, mode, issueId(req.params)));
+      const start = (page - 1) * pageSize;
+      return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
     };
 
     /**
@@ -183,19 +202,13 @@ export const issueRoutes =
     });
 
     app.get('/api/issues/:id', { config: { need: 'read' } }, async (req, _reply) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
+      const { p, mode } = scoped(req);
       return detail(await load(p, mode, issueId(req.params)));
     });
 
     app.patch('/api/issues/:id', { config: { need: 'actor' } }, async (req, _reply) => {
-      const p = principalOf(req);
+      const { p, mode } = scoped(req);
       if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
       const patch = parseInput(issuePatchSchema, req.body ?? {}, 'body');
       if (typeof patch.assignee === 'string') {
         const member =
@@ -210,24 +223,13 @@ export const issueRoutes =
       return detail(await control.issues.patch(p.workspaceId, mode, id, patch, p.userId));
     });
 
-    app.get('/api/issues/:id/comments', { config: { need: 'read' } }, async (req, _reply) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      const q = parseInput(issuePagedQuerySchema, raw, 'query');
-      const { page, pageSize } = resolvePaging(q, config);
-      const r = await load(p, mode, issueId(req.params));
-      const all = await control.issues.comments(r.workspaceId, mode, r.id);
-      const start = (page - 1) * pageSize;
-      return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
-    });
+    app.get('/api/issues/:id/comments', { config: { need: 'read' } }, (req) =>
+      issuePage(req, (r) => control.issues.comments(r.workspaceId, r.mode, r.id)),
+    );
 
     app.post('/api/issues/:id/comments', { config: { need: 'actor' } }, async (req, reply) => {
-      const p = principalOf(req);
+      const { p, mode } = scoped(req);
       if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      parseInput(issuePagedQuerySchema.pick({ mode: true }).strict(), raw, 'query');
       const { body } = parseInput(commentBodySchema, req.body ?? {}, 'body');
       const id = issueId(req.params);
       const comment = await control.issues.addComment(p.workspaceId, mode, id, body, {
@@ -238,15 +240,7 @@ export const issueRoutes =
       return comment;
     });
 
-    app.get('/api/issues/:id/activity', { config: { need: 'read' } }, async (req, _reply) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      const q = parseInput(issuePagedQuerySchema, raw, 'query');
-      const { page, pageSize } = resolvePaging(q, config);
-      const r = await load(p, mode, issueId(req.params));
-      const all = activityOf(r, await control.issues.comments(r.workspaceId, mode, r.id));
-      const start = (page - 1) * pageSize;
-      return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
-    });
+    app.get('/api/issues/:id/activity', { config: { need: 'read' } }, (req) =>
+      issuePage(req, async (r) => activityOf(r, await control.issues.comments(r.workspaceId, r.mode, r.id))),
+    );
   };

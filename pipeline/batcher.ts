@@ -38,10 +38,9 @@ export interface BatchEntry {
   /** Its failed executions, per issue. */
   issues: IssueOccurrences[];
 }
-type Entry = BatchEntry;
 
 interface Batch {
-  entries: Entry[];
+  entries: BatchEntry[];
   rows: number;
 }
 
@@ -112,7 +111,7 @@ export class Batcher {
     } while (this.#again || this.#batch.rows >= this.#o.maxRows);
   }
 
-  #settle(entries: Entry[], how: 'ack' | 'nak'): void {
+  #settle(entries: BatchEntry[], how: 'ack' | 'nak'): void {
     for (const e of entries) {
       if (how === 'ack') e.msg.ack();
       else e.msg.nak(1000);
@@ -120,7 +119,7 @@ export class Batcher {
     }
   }
 
-  async #write(all: Entry[]): Promise<void> {
+  async #write(all: BatchEntry[]): Promise<void> {
     const started = performance.now();
     let stats: WriteStats = { files: 0, rows: 0, bytes: 0, executions: 0 };
     let entries = all;

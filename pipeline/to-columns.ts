@@ -50,7 +50,6 @@ export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] 
     m.receivedAt,
     m.seq,
     r.failureType,
-    r.endpointTemplate,
   ];
 }
 

@@ -142,6 +142,27 @@ const BAND_SQL = `CASE WHEN duration_ms < 100 THEN '<100ms' WHEN duration_ms < 1
 const FIELD_RANK: Record<string, number> = { environment: 1, method: 2, durationBand: 3, statusCode: 4 };
 const telling = (field: string) => (field.startsWith('context.') ? 0 : (FIELD_RANK[field] ?? 5));
 
+/** An id segment as pipeline/fingerprint.ts's endpointTemplate sees one: digits, hex of 8 or more, a UUID. */
+const ID_SEGMENT =
+  '(?:[0-9]+|[0-9a-fA-F]{8,}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})';
+const escapeRegex = (s: string) => s.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&');
+
+/**
+ * The endpoints (as sent) that have an endpoint template: a literal prefix to narrow cheaply, then a full
+ * pattern. `:id` stands for an id segment (the templating rule); any other `:name` is a framework route's
+ * parameter, any one segment. A query string or fragment may follow. Executions store the endpoint as sent, and
+ * only failures their template: the baseline of successes is found by pattern, not by a stored column.
+ */
+export function templatePattern(template: string): { prefix: string; regex: string } {
+  const segments = template.split('/');
+  const firstParam = segments.findIndex((p) => p.startsWith(':'));
+  const prefix = firstParam === -1 ? template : `${segments.slice(0, firstParam).join('/')}/`;
+  const regex = segments
+    .map((p) => (p === ':id' ? ID_SEGMENT : p.startsWith(':') ? '[^/?#]+' : escapeRegex(p)))
+    .join('/');
+  return { prefix, regex: `${regex}(?:[?#].*)?` };
+}
+
 export interface FactorQueryInput {
   issueId: string;
   services: string[];
@@ -170,11 +191,12 @@ export function buildFactorQuery(
       return `$${prefix}${i}`;
     });
   const services = bind('svc', q.services);
-  const endpoints = bind('ep', q.endpoints);
-  const template =
-    !available || available.has('endpoint_template')
-      ? `coalesce(${col('endpoint_template')}, endpoint)`
-      : 'endpoint';
+  const endpoints = q.endpoints.slice(0, MAX_SCOPE_VALUES).map((ep, i) => {
+    const { prefix, regex } = templatePattern(ep);
+    params[`epp${i}`] = prefix;
+    params[`epr${i}`] = regex;
+    return `(starts_with(endpoint, $epp${i}) AND regexp_full_match(endpoint, $epr${i}))`;
+  });
   const keys = q.indexedKeys.filter(
     (k) => !available || ['s', 'n', 'b'].some((t) => available.has(contextColumn(k, t as 's'))),
   );
@@ -216,7 +238,7 @@ export function buildFactorQuery(
   FROM ${FROM_FILES}
   WHERE started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)
     AND service IN (${services.join(', ')})
-    AND (issue_id = $issue OR (outcome = 'success' AND ${template} IN (${endpoints.join(', ')})))
+    AND (issue_id = $issue OR (outcome = 'success' AND (${endpoints.join('\n      OR ')})))
 ),
 h AS (SELECT count(*) FILTER (WHERE hit) AS hits FROM r)
 ${branches.join('\nUNION ALL\n')}`;

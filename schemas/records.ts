@@ -59,7 +59,7 @@ export interface ExecutionRecord {
   /** The issue a failed execution is grouped into; null otherwise, or when no workspace was given. */
   issueId: string | null;
   failureType: FailureType | null;
-  /** The endpoint template (request.route, else the endpoint with ids as `:id`) when it differs from `endpoint`. */
+  /** A failed execution's endpoint template (request.route, else the endpoint with ids as `:id`); null otherwise. */
   endpointTemplate: string | null;
   truncated: boolean;
 }

@@ -101,28 +101,26 @@ const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: 
 const BY_ID_ROW_GROUPS = 16;
 
 /**
- * The hour's final failures file, rebuilt from its executions (bound as `$sources`) rather than merged from its
- * own files: the failed executions among the copies the executions' merge keeps (FIRST_COPY), so an issue's
- * counts agree with the executions list exactly, resent executions included. Only executions named by the
- * failures files being replaced (`$files`) are taken: a commit that lands while this runs wrote its executions
- * file before its failures file (the journal renames them in that order), so its failures file is either among
- * `$files` with its executions among the sources, or stays visible beside the result. Sorted by issue, so one
- * issue's rows are a few row groups that the rest can be skipped for (min/max statistics).
+ * The hour's final failures file, rebuilt against its executions (bound as `$sources`) rather than merged alone:
+ * the failures rows of the copies the executions' merge keeps (FIRST_COPY), matched by (execution_id,
+ * received_at, ingest_seq), so an issue's counts agree with the executions list exactly, resent executions
+ * included (a resent execution whose first copy succeeded is no failure). Only executions named by the failures
+ * files being replaced (`$files`) are read: a commit that lands while this runs wrote its executions file before
+ * its failures file (the journal renames them in that order), so its failures file is either among `$files` with
+ * its executions among the sources, or stays visible beside the result. Sorted by issue, so one issue's rows are a
+ * few row groups that the rest can be skipped for (min/max statistics).
  */
-function failuresFromExecutions(executionColumns: ReadonlySet<string>): string {
-  const endpoint = executionColumns.has('endpoint_template')
-    ? 'coalesce(endpoint_template, endpoint)'
-    : 'endpoint';
-  return `SELECT started_at, issue_id, execution_id, service, endpoint, environment, received_at, ingest_seq
-    FROM (
-      SELECT started_at, issue_id, execution_id, service, ${endpoint} AS endpoint, environment, received_at, ingest_seq
-      FROM read_parquet($sources, union_by_name = true, hive_partitioning = false)
-      WHERE execution_id IN (SELECT execution_id FROM read_parquet($files, union_by_name = true, hive_partitioning = false))
-      ${FIRST_COPY}
-    )
-    WHERE issue_id IS NOT NULL
-    ORDER BY issue_id, started_at`;
-}
+const FAILURES_FROM_EXECUTIONS = `WITH f AS (
+    SELECT * FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
+  ),
+  kept AS (
+    SELECT execution_id, received_at, ingest_seq
+    FROM read_parquet($sources, union_by_name = true, hive_partitioning = false)
+    WHERE execution_id IN (SELECT execution_id FROM f)
+    ${FIRST_COPY}
+  )
+  SELECT f.* FROM f JOIN kept USING (execution_id, received_at, ingest_seq)
+  ORDER BY issue_id, started_at`;
 
 /** The executions partition directory beside a failures one (same workspace, mode and hour). */
 const executionsDirOf = (failuresDir: string) => {
@@ -140,7 +138,6 @@ async function visiblePaths(dir: string): Promise<string[]> {
 
 /** The merge statement of a partition and the files it reads besides `$files`. */
 async function mergeStatement(
-  engine: QueryEngine,
   dir: string,
   dataset: DatasetName,
   hourEnded: boolean,
@@ -151,7 +148,7 @@ async function mergeStatement(
   // No executions to rebuild from (only a damaged store): keep the failures' own rows, deduplicated.
   if (sources.length === 0)
     return { sql: `${ALL_ROWS} ${FIRST_COPY} ORDER BY issue_id, started_at`, params: {} };
-  return { sql: failuresFromExecutions(await engine.columnsOf(sources)), params: { sources } };
+  return { sql: FAILURES_FROM_EXECUTIONS, params: { sources } };
 }
 
 export interface CompactionOptions {
@@ -212,7 +209,7 @@ export async function compactPartition(
     const tmpPath = `${outPath}.tmp`;
     let byId: ByIdPart[] | null = null;
     try {
-      const merge = await mergeStatement(engine, dir, dataset, hourEnded);
+      const merge = await mergeStatement(dir, dataset, hourEnded);
       await engine.all(
         `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
         { files: inputs.map((n) => path.join(dir, n)), ...merge.params },

@@ -45,8 +45,6 @@ export const DATASETS = {
     col('ingest_seq', 'i64', false),
     /** CONTRACT §9, for failed executions. */
     col('failure_type', 'utf8'),
-    /** The endpoint template when it differs from `endpoint` (`/orders/:id` for `/orders/12`): null means the same. */
-    col('endpoint_template', 'utf8'),
   ],
   /**
    * One narrow row per failed execution grouped into an issue: what an issue's counts, first and last occurrence

@@ -11,6 +11,7 @@ import {
   type ScanSteps,
   topInAppFrame,
 } from '../../pipeline/fingerprint.js';
+import { templatePattern } from '../../query/issues.js';
 import { ISSUE_ID_SHAPE } from '../../schemas/issues.js';
 
 describe('endpoint templates', () => {
@@ -217,5 +218,44 @@ describe('fingerprint parts and issue ids', () => {
     );
     expect(issueTitle(null, 'http_5xx', 'GET', '/health')).toBe('HTTP 5xx in GET /health');
     expect(issueTitle(null, 'unknown', null, 'nightly-job')).toBe('Failure in nightly-job');
+  });
+});
+
+describe('the endpoints of a template (the common factors’ baseline)', () => {
+  const matches = (template: string, endpoint: string) => {
+    const { prefix, regex } = templatePattern(template);
+    return endpoint.startsWith(prefix) && new RegExp(`^(?:${regex})$`).test(endpoint);
+  };
+
+  it('matches exactly the endpoints the pipeline templates that way', () => {
+    const endpoints = [
+      '/orders/12',
+      '/orders/99?expand=items',
+      '/orders/550e8400-e29b-41d4-a716-446655440000',
+      '/orders/deadbeef01',
+      '/orders/new',
+      '/orders/12/items',
+      '/orders',
+      '/orders.v2/12',
+      '/api/v1/resource-3/12345',
+      '/api/v1/resource-33/12345',
+    ];
+    for (const template of [
+      '/orders/:id',
+      '/orders/:id/items',
+      '/api/v1/resource-3/:id',
+      '/orders',
+      '/orders.v2/:id',
+    ]) {
+      for (const e of endpoints)
+        expect(matches(template, e), `${template} ~ ${e}`).toBe(endpointTemplate(e) === template);
+    }
+  });
+
+  it('takes any one segment for a framework route parameter', () => {
+    expect(matches('/users/:userId/orders', '/users/me/orders')).toBe(true);
+    expect(matches('/users/:userId/orders', '/users/me/x/orders')).toBe(false);
+    expect(matches('/a+b/(c)', '/a+b/(c)')).toBe(true);
+    expect(matches('/a+b/(c)', '/aab/c')).toBe(false);
   });
 });

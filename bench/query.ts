@@ -3,37 +3,57 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startNatsServer } from '../broker/nats-server.js';
+import { createWorkspace } from '../control/workspaces.js';
+import { type Service, startService } from '../main.js';
 import { constraintsFromParams } from '../query/constraints.js';
 import {
   buildListQuery,
   DETAIL_LOG_LIMIT,
   type ExecutionFilter,
+  findExecution,
   getExecution,
   listExecutions,
   type Page,
 } from '../query/executions.js';
+import {
+  buildFactorBaselineQuery,
+  buildFactorHitsQuery,
+  candidatesOf,
+  factorsOf as factorsPassing,
+  ISSUE_STATS_SQL,
+  issueFactors,
+  oneIssueStats,
+} from '../query/issues.js';
 import { buildLogListQuery, executionLogWindow } from '../query/logs.js';
+import { loadConfig } from '../schemas/config.js';
+import type { IssueOccurrences } from '../schemas/issues.js';
 import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import { type DatasetMarker, prepareDataset } from './support/dataset.js';
+import { type DatasetMarker, prepareDataset, readIssueOccurrences } from './support/dataset.js';
 import { quantile } from './support/stats.js';
 
 /**
- * Query latency over a realistic dataset (default 10 M executions over 6 hours), written through the
- * service's own writer with every context key indexed (typed ctx_* columns), and compacted as the service
- * does. Each query runs through the query layer (query/executions.ts: what the HTTP route calls once the
- * request is validated) and, as the baseline from the same run, the same SQL on the same files straight
- * through DuckDB; the ratio of the two is the layer's cost.
+ * Query latency over a realistic dataset (default 10 M executions over 6 hours, 2.5 % of them failed and grouped
+ * into about 2,000 issues), written through the service's own writer with every context key indexed (typed ctx_*
+ * columns), and compacted as the service does. Each figure comes with a baseline from the same run: the same SQL
+ * on the same files straight through DuckDB, and the ratio of the two.
  *
- * Not measured over HTTP: the service only answers for a workspace that exists in its NATS control plane, and
- * a dataset written beside the service cannot be attached to one without going through ingestion.
+ * The execution queries (list, detail) run in process through the query layer (query/executions.ts: what the
+ * HTTP route calls once the request is validated). The issue queries (CONTRACT §9; issue 12's targets: list p95
+ * ≤ 50 ms, one issue with its common factors p95 ≤ 150 ms) go over HTTP with a real session: a nats-server and
+ * the service (role start) are started in this process on the dataset's directory, the workspace, an owner and
+ * the issue records the pipeline would have made are put into its control plane, and a log-in gives the session.
+ * Their baselines are the failures aggregate (ISSUE_STATS_SQL.all) for the list, and one issue's statistics
+ * (ISSUE_STATS_SQL.one) then its common factors' two passes (buildFactorHitsQuery, buildFactorBaselineQuery) for the detail.
  *
- *   npm run bench -- query [--quick] [--executions N] [--hours H] [--runs N] [--data-dir DIR]
+ *   npm run bench -- query [--quick] [--executions N] [--hours H] [--runs N] [--data-dir DIR] [--only KEYS]
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const resultsDir = path.resolve(here, '..', '..', 'bench', 'results');
 const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
 /** CONTRACT §6.3: a context search without serviceName may span at most 24 h. */
 const CONTEXT_WITHOUT_SERVICE_MAX_MS = 24 * HOUR_MS;
 
@@ -48,7 +68,8 @@ const USAGE = `usage: node dist/bench/query.js [options]
   --data-dir DIR   keep the dataset here and reuse it when its parameters match; default a temp dir
   --keep           keep the temp dir at the end
   --explain        print DuckDB's EXPLAIN ANALYZE of each raw query once
-  --only KEYS      only these queries, comma-separated: service-context,two-context,detail,sort-duration
+  --only KEYS      only these queries, comma-separated: service-context,two-context,detail,sort-duration,
+                   issues-list (by last seen and by occurrences), issue-detail
 `;
 
 interface Options {
@@ -113,10 +134,29 @@ function parseOptions(args: string[]): Options | null {
   };
 }
 
-/** What a run answered, to check that the layer and the raw SQL agree. */
+/** What a run answered, to check that the measured side and the raw SQL agree. */
 interface Answer {
   total: number;
   ids: string[];
+}
+
+interface Statement {
+  sql: string;
+  params: Record<string, SqlParam>;
+}
+
+/** A timed call; `run` numbers each call (warm-ups included), so a detail can look up a different id each time. */
+type Side = (run: number) => Promise<Answer>;
+
+/** The two sides of a scenario, ready to run: what is measured, and its baseline. */
+interface Sides {
+  measured: Side;
+  raw: Side;
+  /** The engine the raw side runs on, for --explain. */
+  rawEngine: QueryEngine;
+  /** The raw statements, for --explain. */
+  statements: (run: number) => Promise<Statement[]>;
+  close(): void;
 }
 
 interface Scenario {
@@ -124,16 +164,37 @@ interface Scenario {
   label: string;
   /** The contract's targets, where it has one. */
   targetP95Ms: number | null;
+  /** `layer`: in process through query/, on an engine of its own; `http`: through the service started here. */
+  via: 'layer' | 'http';
   /** Number of files the query reads. */
   files: number;
-  /** `run` numbers each call (warm-ups included), so the detail can look up a different id each time. */
-  layer: (engine: QueryEngine, run: number) => Promise<Answer>;
-  raw: (engine: QueryEngine, run: number) => Promise<Answer>;
-  /** The raw statements, for --explain. */
-  statements: (
-    engine: QueryEngine,
-    run: number,
-  ) => Promise<{ sql: string; params: Record<string, SqlParam> }[]>;
+  /** Untimed: engines, listings, built statements. */
+  open(): Promise<Sides>;
+}
+
+/** A scenario of the query layer: each side gets its own fresh engine, so neither warms the other's caches. */
+function inProcess(
+  dataDir: string,
+  sides: {
+    layer: (engine: QueryEngine, run: number) => Promise<Answer>;
+    raw: (engine: QueryEngine, run: number) => Promise<Answer>;
+    statements: (engine: QueryEngine, run: number) => Promise<Statement[]>;
+  },
+): () => Promise<Sides> {
+  return async () => {
+    const layerEngine = await QueryEngine.open(dataDir);
+    const rawEngine = await QueryEngine.open(dataDir);
+    return {
+      measured: (run) => sides.layer(layerEngine, run),
+      raw: (run) => sides.raw(rawEngine, run),
+      rawEngine,
+      statements: (run) => sides.statements(rawEngine, run),
+      close: () => {
+        layerEngine.close();
+        rawEngine.close();
+      },
+    };
+  };
 }
 
 /**
@@ -178,16 +239,19 @@ async function listScenario(
     key,
     label,
     targetP95Ms,
+    via: 'layer',
     files: files.length,
-    layer: async (engine) => {
-      const page = await listExecutions(engine, dataDir, f, p);
-      return { total: page.total, ids: page.data.map((d) => d.executionId) };
-    },
-    raw: async (engine) => {
-      const { head, rows } = await run(engine);
-      return { total: Number(head.total), ids: rows.map((r) => r.execution_id as string) };
-    },
-    statements,
+    open: inProcess(dataDir, {
+      layer: async (engine) => {
+        const page = await listExecutions(engine, dataDir, f, p);
+        return { total: page.total, ids: page.data.map((d) => d.executionId) };
+      },
+      raw: async (engine) => {
+        const { head, rows } = await run(engine);
+        return { total: Number(head.total), ids: rows.map((r) => r.execution_id as string) };
+      },
+      statements,
+    }),
   };
 }
 
@@ -227,30 +291,33 @@ async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenar
     key: 'detail',
     label: 'detail by execution id, with its logs',
     targetP95Ms: 20,
+    via: 'layer',
     files: files.length,
-    layer: async (engine, run) => {
-      const d = await getExecution(engine, dataDir, scope, idFor(run));
-      return answer(
-        d?.executionId ?? null,
-        (d?.logs ?? []).map((l) => ({ ts: Date.parse(l.timestamp), message: l.message })),
-      );
-    },
-    raw: async (engine, run) => {
-      const s = statement(run);
-      const [row] = await engine.all(s.sql, s.params);
-      if (!row) return answer(null, []);
-      const logs = await logStatement(s.params.id, row);
-      const rows = await engine.all(logs.sql, logs.params);
-      return answer(
-        row.execution_id as string,
-        rows.map((l) => ({ ts: Number(l.ts_ms), message: l.message as string })),
-      );
-    },
-    statements: async (engine, run) => {
-      const s = statement(run);
-      const [row] = await engine.all(s.sql, s.params);
-      return row ? [s, await logStatement(s.params.id, row)] : [s];
-    },
+    open: inProcess(dataDir, {
+      layer: async (engine, run) => {
+        const d = await getExecution(engine, dataDir, scope, idFor(run));
+        return answer(
+          d?.executionId ?? null,
+          (d?.logs ?? []).map((l) => ({ ts: Date.parse(l.timestamp), message: l.message })),
+        );
+      },
+      raw: async (engine, run) => {
+        const s = statement(run);
+        const [row] = await engine.all(s.sql, s.params);
+        if (!row) return answer(null, []);
+        const logs = await logStatement(s.params.id, row);
+        const rows = await engine.all(logs.sql, logs.params);
+        return answer(
+          row.execution_id as string,
+          rows.map((l) => ({ ts: Number(l.ts_ms), message: l.message as string })),
+        );
+      },
+      statements: async (engine, run) => {
+        const s = statement(run);
+        const [row] = await engine.all(s.sql, s.params);
+        return row ? [s, await logStatement(s.params.id, row)] : [s];
+      },
+    }),
   };
 }
 
@@ -303,6 +370,424 @@ async function buildScenarios(dataDir: string, m: DatasetMarker): Promise<Scenar
   ];
 }
 
+// ---- issues, over HTTP ----
+
+const OWNER_EMAIL = 'owner@bench-query.example';
+/** Only ever held by the throwaway control plane this benchmark starts. */
+const OWNER_PASSWORD = 'bench-query-owner-password';
+/** Issues whose detail is timed, spread over the ranks by size (log-spaced), from the biggest to the smallest. */
+const ISSUE_SAMPLE = 15;
+/** The common factors' window, as api/routes/issues.ts: the 7 days before the issue's last occurrence. */
+const FACTOR_WINDOW_MS = 7 * DAY_MS;
+const ISSUE_KEYS = ['issues-list', 'issues-list:occurrences', 'issue-detail'];
+
+interface IssueItemBody {
+  id: string;
+  lastSeenAt: string;
+  occurrences: { total: number; last24h: number; last7d: number };
+}
+
+interface IssuePageBody {
+  data: IssueItemBody[];
+  total: number;
+  hasMore: boolean;
+}
+
+interface IssueDetailBody extends IssueItemBody {
+  commonFactors: { field: string; value: string | number | boolean }[];
+  representativeExecution: { executionId: string; issueId: string | null; startedAt: string } | null;
+  recentActivity: unknown[];
+}
+
+/** The service started for the issue scenarios, with what both sides of them need. */
+interface IssueBench {
+  dataDir: string;
+  marker: DatasetMarker;
+  service: Service;
+  url: string;
+  /** Biggest first, as the generator saved them. */
+  occurrences: IssueOccurrences[];
+  /** The baseline's engine, configured as the service's; its figures are of warm caches, as the service's are. */
+  rawEngine: QueryEngine;
+  failuresFiles: string[];
+  setup: { seconds: number; recordSeconds: number };
+  /** GET with the session; anything but 200 throws (a benchmark that times errors is worthless). */
+  get<T>(pathAndQuery: string): Promise<T>;
+  stop(): Promise<void>;
+}
+
+async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * A nats-server of its own (store in a temp dir) and the service on the dataset's directory, in this process;
+ * then what the pipeline and sign-up would have made: the workspace, its owner, its indexed keys and the issue
+ * records (recordOccurrences, as the pipeline calls it per batch), and a session from a log-in over HTTP.
+ */
+async function startIssueBench(
+  dataDir: string,
+  marker: DatasetMarker,
+  occurrences: IssueOccurrences[],
+): Promise<IssueBench> {
+  const started = performance.now();
+  const natsDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-query-nats-'));
+  // Undone last first: the engine, the service, the broker, its directory.
+  const undo: (() => Promise<void> | void)[] = [() => fs.rm(natsDir, { recursive: true, force: true })];
+  const stop = async () => {
+    while (undo.length > 0) await undo.pop()!();
+  };
+  try {
+    const nats = await startNatsServer({ dir: natsDir });
+    undo.push(() => nats.stop());
+    const config = loadConfig({
+      DATA_DIR: dataDir,
+      NATS_URL: nats.url,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LOG_LEVEL: 'warn',
+      PRINT_FIRST_START_HINT: 'false',
+      // Nothing may rewrite the files while they are measured.
+      COMPACTION_INTERVAL_MS: '0',
+      READ_RATE_PER_SEC: '1000000',
+      READ_BURST: '1000000',
+    });
+    const service = await startService(config, { role: 'start', listen: true });
+    undo.push(() => service.stop());
+    if (!service.url) throw new Error('the service did not listen');
+    const url = service.url;
+    const { control } = service;
+    const ws = marker.workspaceId;
+    await createWorkspace(control.store, 'Query benchmark', ws);
+    await control.addMember(ws, {
+      email: OWNER_EMAIL,
+      role: 'owner',
+      password: OWNER_PASSWORD,
+      name: 'Benchmark owner',
+    });
+    await control.patchSettings(ws, { indexedContextKeys: marker.indexedContextKeys });
+    const recordStart = performance.now();
+    await control.issues.recordOccurrences(ws, marker.mode, occurrences);
+    await until(
+      () => control.issues.list(ws, marker.mode).length === occurrences.length,
+      60_000,
+      `${occurrences.length} issue records in the control plane's watched copy`,
+    );
+    const recordSeconds = (performance.now() - recordStart) / 1000;
+    const login = await fetch(`${url}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: OWNER_EMAIL, password: OWNER_PASSWORD }),
+    });
+    const loginText = await login.text();
+    if (login.status !== 200) throw new Error(`log-in: ${login.status} ${loginText.slice(0, 300)}`);
+    const token = (JSON.parse(loginText) as { session: { token: string } }).session.token;
+    const rawEngine = await QueryEngine.open(dataDir, undefined, config.QUERY_MEMORY_MB);
+    undo.push(() => rawEngine.close());
+    const failuresFiles = await listPartitionFiles(
+      dataDir,
+      'failures',
+      ws,
+      marker.mode,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const headers = { authorization: `Bearer ${token}` };
+    return {
+      dataDir,
+      marker,
+      service,
+      url,
+      occurrences,
+      rawEngine,
+      failuresFiles,
+      setup: { seconds: (performance.now() - started) / 1000, recordSeconds },
+      get: async <T>(pathAndQuery: string): Promise<T> => {
+        const res = await fetch(`${url}${pathAndQuery}`, { headers });
+        const text = await res.text();
+        if (res.status !== 200) throw new Error(`GET ${pathAndQuery}: ${res.status} ${text.slice(0, 300)}`);
+        return JSON.parse(text) as T;
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+const statsParams = (files: string[], now: number) => ({
+  files,
+  day: now - DAY_MS,
+  week: now - 7 * DAY_MS,
+});
+
+/** A sampled issue and its common factors' statement, built once (untimed) as the route builds it. */
+interface SampledIssue {
+  rank: number;
+  occurrences: IssueOccurrences;
+  /** The common factors' two passes: the issue's executions, then the baseline counting their candidates. */
+  factors: Statement[];
+  /** What the raw statements answered: the baseline's size and the common factors (`field=value`, sorted). */
+  baseline: number;
+  expectedFactors: string[];
+}
+
+/** The raw statements of one issue's detail: its statistics, then its common factors over its window. */
+async function sampleIssue(b: IssueBench, rank: number): Promise<SampledIssue> {
+  const o = b.occurrences[rank]!;
+  const [stats] = await b.rawEngine.all(ISSUE_STATS_SQL.one, {
+    ...statsParams(b.failuresFiles, Date.now()),
+    issue: o.issueId,
+  });
+  if (!stats) throw new Error(`issue ${o.issueId}: no failures rows`);
+  const lastSeen = Math.max(o.lastStartedAt, Number(stats.last_ms));
+  const from = lastSeen - FACTOR_WINDOW_MS;
+  const to = lastSeen + 1;
+  const m = b.marker;
+  const files = await listPartitionFiles(b.dataDir, 'executions', m.workspaceId, m.mode, from, to);
+  const q = {
+    issueId: o.issueId,
+    services: stats.services as string[],
+    endpoints: stats.endpoints as string[],
+    from,
+    to,
+    indexedKeys: m.indexedContextKeys,
+  };
+  const available = await b.rawEngine.columnsOf(files);
+  const hits = buildFactorHitsQuery(q, available);
+  const hitsStatement = { sql: hits.sql, params: { ...hits.params, files } };
+  const first = candidatesOf(await b.rawEngine.all(hitsStatement.sql, hitsStatement.params), hits.keys);
+  const baseline = buildFactorBaselineQuery(q, first.candidates, available);
+  const baselineStatement = { sql: baseline.sql, params: { ...baseline.params, files } };
+  const [base] = await b.rawEngine.all(baselineStatement.sql, baselineStatement.params);
+  const baseRows = Number(base?.base ?? 0);
+  const expected = factorsPassing(first.candidates, first.hits, baseRows, (i) =>
+    Number(base?.[`c${i}`] ?? 0),
+  );
+  return {
+    rank,
+    occurrences: o,
+    factors: [hitsStatement, baselineStatement],
+    baseline: baseRows,
+    expectedFactors: expected.map((f) => `${f.field}=${String(f.value)}`).sort(),
+  };
+}
+
+/** Log-spaced ranks from the biggest issue (0) to the smallest, without repeats. */
+function sampleRanks(issues: number, count: number): number[] {
+  if (issues <= count) return Array.from({ length: issues }, (_, i) => i);
+  const ranks = new Set<number>();
+  for (let i = 0; i < count; i++) ranks.add(Math.round(Math.exp((i / (count - 1)) * Math.log(issues))) - 1);
+  return [...ranks];
+}
+
+const fail = (what: string): never => {
+  throw new Error(`issues: ${what}`);
+};
+
+/**
+ * Before anything is timed, the answers are checked against the dataset (untimed): every issue listed once with
+ * its occurrences as generated, in the sort's order; the occurrences sum to the failures written; the raw
+ * aggregate agrees; each sampled issue's detail has its count, its representative execution and the common
+ * factors the raw statement gives.
+ */
+async function verifyIssues(b: IssueBench, sample: SampledIssue[]): Promise<void> {
+  const m = b.marker;
+  const byId = new Map(b.occurrences.map((o) => [o.issueId, o]));
+  const listed: IssueItemBody[] = [];
+  for (let page = 1; ; page++) {
+    const body = await b.get<IssuePageBody>(`/api/issues?pageSize=200&page=${page}`);
+    if (body.total !== b.occurrences.length)
+      fail(`the list's total is ${body.total}, ${b.occurrences.length} issues were created`);
+    listed.push(...body.data);
+    if (!body.hasMore) break;
+  }
+  if (listed.length !== b.occurrences.length || new Set(listed.map((i) => i.id)).size !== listed.length)
+    fail(`${listed.length} listed, ${b.occurrences.length} expected, each once`);
+  let sum = 0;
+  for (const [i, item] of listed.entries()) {
+    const o = byId.get(item.id) ?? fail(`${item.id} is no issue of the dataset`);
+    if (item.occurrences.total !== o.count)
+      fail(`${item.id} has ${item.occurrences.total} occurrences, ${o.count} were generated`);
+    sum += item.occurrences.total;
+    const prev = listed[i - 1];
+    if (prev) {
+      const a = Date.parse(prev.lastSeenAt);
+      const c = Date.parse(item.lastSeenAt);
+      if (a < c || (a === c && prev.id > item.id)) fail(`not sorted by -lastSeenAt at ${i}`);
+    }
+  }
+  if (sum !== m.failures) fail(`the occurrences sum to ${sum}, ${m.failures} failures were written`);
+  const top = await b.get<IssuePageBody>('/api/issues?pageSize=50&sort=-occurrences');
+  const expected = b.occurrences.slice(0, 50).map((o) => `${o.issueId} ${o.count}`);
+  const got = top.data.map((i) => `${i.id} ${i.occurrences.total}`);
+  if (got.join() !== expected.join()) fail('sort=-occurrences: the first page is not the 50 biggest issues');
+  const rows = await b.rawEngine.all(ISSUE_STATS_SQL.all, statsParams(b.failuresFiles, Date.now()));
+  const rawSum = rows.reduce((n, r) => n + Number(r.total), 0);
+  if (rows.length !== b.occurrences.length || rawSum !== m.failures)
+    fail(`the raw aggregate has ${rows.length} issues and ${rawSum} occurrences`);
+  for (const s of sample) {
+    const id = s.occurrences.issueId;
+    const d = await b.get<IssueDetailBody>(`/api/issues/${id}`);
+    const rep = d.representativeExecution;
+    if (d.id !== id || d.occurrences.total !== s.occurrences.count)
+      fail(`${id}: ${d.occurrences.total} occurrences, ${s.occurrences.count} generated`);
+    if (!rep || rep.issueId !== id || Date.parse(rep.startedAt) !== Date.parse(d.lastSeenAt))
+      fail(`${id}: the representative execution is not its last occurrence`);
+    const factors = d.commonFactors.map((f) => `${f.field}=${String(f.value)}`).sort();
+    if (factors.join() !== s.expectedFactors.join())
+      fail(
+        `${id}: common factors ${factors.join(', ')}; the raw statement gives ${s.expectedFactors.join(', ')}`,
+      );
+    if (d.recentActivity.length === 0) fail(`${id}: no activity (every issue has its created event)`);
+  }
+}
+
+function issueListScenario(b: IssueBench, key: string, label: string, query: string): Scenario {
+  return {
+    key,
+    label,
+    targetP95Ms: 50,
+    via: 'http',
+    files: b.failuresFiles.length,
+    open: async () => ({
+      measured: async () => {
+        const body = await b.get<IssuePageBody>(`/api/issues?${query}`);
+        return { total: body.total, ids: [] };
+      },
+      // The whole aggregate: the route needs every issue's figures to sort and page by them.
+      raw: async () => {
+        const rows = await b.rawEngine.all(ISSUE_STATS_SQL.all, statsParams(b.failuresFiles, Date.now()));
+        return { total: rows.length, ids: [] };
+      },
+      rawEngine: b.rawEngine,
+      statements: async () => [
+        { sql: ISSUE_STATS_SQL.all, params: statsParams(b.failuresFiles, Date.now()) },
+      ],
+      close: () => {},
+    }),
+  };
+}
+
+/** A stride coprime with the sample size visits every sampled issue before repeating one. */
+const sampledFor = (sample: SampledIssue[], run: number) => sample[(run * 97 + 13) % sample.length]!;
+
+function issueDetailScenario(b: IssueBench, sample: SampledIssue[]): Scenario {
+  const counts = sample.map((s) => s.occurrences.count);
+  const statements = (s: SampledIssue): Statement[] => [
+    {
+      sql: ISSUE_STATS_SQL.one,
+      params: { ...statsParams(b.failuresFiles, Date.now()), issue: s.occurrences.issueId },
+    },
+    ...s.factors,
+  ];
+  return {
+    key: 'issue-detail',
+    label: `GET /api/issues/{id}: ${sample.length} issues, ${fmt(Math.min(...counts))}–${fmt(Math.max(...counts))} occurrences`,
+    targetP95Ms: 150,
+    via: 'http',
+    files:
+      b.failuresFiles.length +
+      Math.max(0, ...sample.map((s) => (s.factors[0]!.params.files as string[]).length)),
+    open: async () => ({
+      measured: async (run) => {
+        const id = sampledFor(sample, run).occurrences.issueId;
+        const d = await b.get<IssueDetailBody>(`/api/issues/${id}`);
+        return { total: 1, ids: [d.id, String(d.occurrences.total)] };
+      },
+      // As the route runs them: the statistics first (the factors' scope and window come from them).
+      raw: async (run) => {
+        const s = sampledFor(sample, run);
+        const [stats, ...factors] = statements(s);
+        const [row] = await b.rawEngine.all(stats!.sql, stats!.params);
+        for (const f of factors) await b.rawEngine.all(f.sql, f.params);
+        return row
+          ? { total: 1, ids: [s.occurrences.issueId, String(Number(row.total))] }
+          : { total: 0, ids: [] };
+      },
+      rawEngine: b.rawEngine,
+      statements: async (run) => statements(sampledFor(sample, run)),
+      close: () => {},
+    }),
+  };
+}
+
+/** What the detail's parts cost, each alone, in process on the baseline's engine (ms per call, over the sample). */
+interface DetailParts {
+  /** The parts, as the route runs them: the statistics, then the other three concurrently. */
+  parts: Record<'stats' | 'factors' | 'representative' | 'comments' | 'route', Summary>;
+  /** Per sampled issue: p50 of its common factors statement through issueFactors. */
+  factorsByIssue: number[];
+}
+
+async function detailParts(b: IssueBench, sample: SampledIssue[], o: Options): Promise<DetailParts> {
+  const m = b.marker;
+  const scope = { workspaceId: m.workspaceId, mode: m.mode };
+  const engine = b.rawEngine;
+  const { control } = b.service;
+  const samples = { stats: [], factors: [], representative: [], comments: [], route: [] } as Record<
+    keyof DetailParts['parts'],
+    number[]
+  >;
+  const byIssue = sample.map(() => [] as number[]);
+  const time = async <T>(into: number[] | null, fn: () => Promise<T>): Promise<T> => {
+    const t = performance.now();
+    const out = await fn();
+    into?.push(performance.now() - t);
+    return out;
+  };
+  const rounds = Math.max(3, Math.round(o.runs / Math.max(1, sample.length)));
+  // The first round warms up.
+  for (let round = 0; round <= rounds; round++) {
+    for (const [i, s] of sample.entries()) {
+      const keep = round > 0;
+      const id = s.occurrences.issueId;
+      const now = Date.now();
+      const stats = await time(keep ? samples.stats : null, () =>
+        oneIssueStats(engine, b.dataDir, scope, id, now),
+      );
+      if (!stats) throw new Error(`issues: ${id} has no statistics`);
+      const q = {
+        issueId: id,
+        services: stats.services,
+        endpoints: stats.endpoints,
+        from: stats.lastSeenMs - FACTOR_WINDOW_MS,
+        to: stats.lastSeenMs + 1,
+        indexedKeys: m.indexedContextKeys,
+      };
+      await time(keep ? samples.factors : null, () => issueFactors(engine, b.dataDir, scope, q));
+      if (keep) byIssue[i]!.push(samples.factors.at(-1)!);
+      await time(keep ? samples.representative : null, () =>
+        findExecution(engine, b.dataDir, scope, stats.lastExecutionId),
+      );
+      await time(keep ? samples.comments : null, () => control.issues.comments(m.workspaceId, m.mode, id));
+      await time(keep ? samples.route : null, async () => {
+        const st = await oneIssueStats(engine, b.dataDir, scope, id, Date.now());
+        await Promise.all([
+          issueFactors(engine, b.dataDir, scope, q),
+          findExecution(engine, b.dataDir, scope, st!.lastExecutionId),
+          control.issues.comments(m.workspaceId, m.mode, id),
+        ]);
+      });
+    }
+  }
+  return {
+    parts: {
+      stats: summarize(samples.stats),
+      factors: summarize(samples.factors),
+      representative: summarize(samples.representative),
+      comments: summarize(samples.comments),
+      route: summarize(samples.route),
+    },
+    factorsByIssue: byIssue.map((t) => summarize(t).p50),
+  };
+}
+
 /** Interpolated percentile (bench/support/stats.ts). */
 const percentile = (sorted: number[], p: number): number => quantile(sorted, p / 100) ?? Number.NaN;
 
@@ -333,7 +818,8 @@ interface Measured {
   raw: Summary;
   ratio: number;
   total: number;
-  samples: { layer: number[]; raw: number[] };
+  /** The run number of each measured sample (a detail's sample is of the id that run looked up). */
+  samples: { layer: number[]; raw: number[]; runs: number[] };
   /** EXPLAIN ANALYZE of the raw statements, with --explain. */
   plans: string[];
 }
@@ -345,56 +831,61 @@ async function timed(fn: () => Promise<Answer>): Promise<number> {
 }
 
 /**
- * Each side gets its own fresh engine (neither warms the other's caches) and the same warm-up; the measured
- * runs alternate between the sides, swapping which goes first, so drift on a noisy machine hits both alike.
+ * Both sides get the same warm-up; the measured runs alternate between the sides, swapping which goes first, so
+ * drift on a noisy machine hits both alike.
  */
-async function measure(dataDir: string, s: Scenario, o: Options): Promise<Measured> {
-  const layerEngine = await QueryEngine.open(dataDir);
-  const rawEngine = await QueryEngine.open(dataDir);
+async function measure(s: Scenario, o: Options): Promise<Measured> {
+  const sides = await s.open();
   try {
     let run = 0;
-    const first = await s.layer(layerEngine, run);
-    const firstRaw = await s.raw(rawEngine, run);
+    const first = await sides.measured(run);
+    const firstRaw = await sides.raw(run);
     run++;
     if (!sameAnswer(first, firstRaw))
       throw new Error(
-        `${s.key}: the layer and the raw SQL disagree (${first.total} vs ${firstRaw.total} rows)`,
+        `${s.key}: the measured side and the raw SQL disagree (${first.total} vs ${firstRaw.total} rows)`,
       );
     // Every query is built to match: none means the files are not what the generator writes (a stale cache
     // from an older generator, or indexed-context columns missing), and timing it would mean nothing.
     if (first.total === 0)
-      throw new Error(
-        `${s.key}: no execution matched; delete the data directory to generate the dataset again`,
-      );
+      throw new Error(`${s.key}: nothing matched; delete the data directory to generate the dataset again`);
     for (let w = 1; w < o.warmup; w++, run++) {
-      await s.layer(layerEngine, run);
-      await s.raw(rawEngine, run);
+      await sides.measured(run);
+      await sides.raw(run);
     }
     const layer: number[] = [];
     const raw: number[] = [];
+    const runs: number[] = [];
     for (let i = 0; i < o.runs; i++, run++) {
       const r = run;
+      runs.push(r);
       if (i % 2 === 0) {
-        layer.push(await timed(() => s.layer(layerEngine, r)));
-        raw.push(await timed(() => s.raw(rawEngine, r)));
+        layer.push(await timed(() => sides.measured(r)));
+        raw.push(await timed(() => sides.raw(r)));
       } else {
-        raw.push(await timed(() => s.raw(rawEngine, r)));
-        layer.push(await timed(() => s.layer(layerEngine, r)));
+        raw.push(await timed(() => sides.raw(r)));
+        layer.push(await timed(() => sides.measured(r)));
       }
     }
     const plans: string[] = [];
     if (o.explain) {
-      for (const st of await s.statements(rawEngine, 0)) {
-        const rows = await rawEngine.all(`EXPLAIN ANALYZE ${st.sql}`, st.params);
+      for (const st of await sides.statements(0)) {
+        const rows = await sides.rawEngine.all(`EXPLAIN ANALYZE ${st.sql}`, st.params);
         plans.push(rows.map((r) => String(r.explain_value)).join('\n'));
       }
     }
     const l = summarize(layer);
     const rw = summarize(raw);
-    return { layer: l, raw: rw, ratio: l.p50 / rw.p50, total: first.total, samples: { layer, raw }, plans };
+    return {
+      layer: l,
+      raw: rw,
+      ratio: l.p50 / rw.p50,
+      total: first.total,
+      samples: { layer, raw, runs },
+      plans,
+    };
   } finally {
-    layerEngine.close();
-    rawEngine.close();
+    sides.close();
   }
 }
 
@@ -441,18 +932,78 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
         `${fmt(g.logs)} logs, ${fmt(g.logParquetBytes / 2 ** 20, 1)} MiB\n\n`,
     );
 
+    const wanted = (key: string) =>
+      o.only === null || o.only.some((k) => key === k || key.startsWith(`${k}:`));
     const all = await buildScenarios(dataDir, marker);
-    const unknown = (o.only ?? []).filter((k) => !all.some((s) => s.key === k));
+    const keys = [...all.map((s) => s.key), ...ISSUE_KEYS];
+    const unknown = (o.only ?? []).filter((k) => !keys.some((key) => key === k || key.startsWith(`${k}:`)));
     if (unknown.length > 0) throw new Error(`--only: no query ${unknown.join(', ')}`);
-    const scenarios = all.filter((s) => o.only === null || o.only.includes(s.key));
+    const scenarios = all.filter((s) => wanted(s.key));
+
     const results: Record<string, Measured & { label: string; files: number; targetP95Ms: number | null }> =
       {};
-    for (const s of scenarios) {
-      process.stdout.write(`  ${s.label} …`);
-      const m = await measure(dataDir, s, o);
-      results[s.key] = { label: s.label, files: s.files, targetP95Ms: s.targetP95Ms, ...m };
-      process.stdout.write(` p50 ${fmt(m.layer.p50, 1)} ms\n`);
-      for (const plan of m.plans) process.stdout.write(`\n${plan}\n\n`);
+    const runAll = async (list: Scenario[]) => {
+      for (const s of list) {
+        process.stdout.write(`  ${s.label} …`);
+        const m = await measure(s, o);
+        results[s.key] = { label: s.label, files: s.files, targetP95Ms: s.targetP95Ms, ...m };
+        process.stdout.write(` p50 ${fmt(m.layer.p50, 1)} ms\n`);
+        for (const plan of m.plans) process.stdout.write(`\n${plan}\n\n`);
+      }
+    };
+    // The execution queries first, before the service (its pipeline's threads, its broker) is started.
+    await runAll(scenarios);
+
+    let bench: IssueBench | null = null;
+    let sample: SampledIssue[] = [];
+    let parts: DetailParts | null = null;
+    if (ISSUE_KEYS.some(wanted)) {
+      const occurrences = await readIssueOccurrences(dataDir);
+      const sizes = occurrences.map((i) => i.count);
+      process.stdout.write(
+        `\nissues: ${fmt(marker.failures)} failures (${fmt((100 * marker.failures) / marker.params.executions, 2)} % ` +
+          `of the executions) in ${fmt(occurrences.length)} issues; biggest ${sizes
+            .slice(0, 5)
+            .map((n) => fmt(n))
+            .join(', ')}; median ${fmt(quantile([...sizes].reverse(), 0.5) ?? 0)}; ` +
+          `${sizes.filter((n) => n === 1).length} with one\n`,
+      );
+      bench = await startIssueBench(dataDir, marker, occurrences);
+      try {
+        process.stdout.write(
+          `  service and nats-server started, workspace, owner and ${fmt(occurrences.length)} issue records made ` +
+            `(records ${fmt(bench.setup.recordSeconds, 1)} s, all ${fmt(bench.setup.seconds, 1)} s); logged in over HTTP\n`,
+        );
+        const b = bench;
+        sample = await Promise.all(
+          sampleRanks(occurrences.length, ISSUE_SAMPLE).map((r) => sampleIssue(b, r)),
+        );
+        await verifyIssues(bench, sample);
+        process.stdout.write(
+          '  answers checked: every issue listed once with its generated occurrences, summing to the failures; ' +
+            'sort orders; the sampled details (count, representative execution, common factors as the raw SQL gives)\n',
+        );
+        const issueScenarios = [
+          issueListScenario(
+            bench,
+            'issues-list',
+            `GET /api/issues: ${fmt(occurrences.length)} issues, 50 a page, sort -lastSeenAt`,
+            'pageSize=50',
+          ),
+          issueListScenario(
+            bench,
+            'issues-list:occurrences',
+            'GET /api/issues?sort=-occurrences, 50 a page',
+            'pageSize=50&sort=-occurrences',
+          ),
+          issueDetailScenario(bench, sample),
+        ].filter((s) => wanted(s.key));
+        await runAll(issueScenarios);
+        scenarios.push(...issueScenarios);
+        if (wanted('issue-detail')) parts = await detailParts(bench, sample, o);
+      } finally {
+        await bench.stop();
+      }
     }
 
     const misses: string[] = [];
@@ -460,7 +1011,9 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       const r = results[s.key]!;
       const verdicts: string[] = [];
       if (s.targetP95Ms !== null && r.layer.p95 > s.targetP95Ms) verdicts.push(`p95 > ${s.targetP95Ms} ms`);
-      if (r.ratio > MAX_RATIO) verdicts.push(`ratio > ${MAX_RATIO}`);
+      // Over HTTP the ratio is the whole service's cost over the statements' (routing, auth, records, JSON):
+      // reported, not held to the query layer's bound.
+      if (s.via === 'layer' && r.ratio > MAX_RATIO) verdicts.push(`ratio > ${MAX_RATIO}`);
       for (const v of verdicts) misses.push(`${s.key}: ${v}`);
       return [
         s.label,
@@ -481,9 +1034,56 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       )}\n`,
     );
     process.stdout.write(
-      `\n${o.runs} runs after ${o.warmup} warm-up runs each; ratio = layer p50 / raw p50 (target ≤ ${MAX_RATIO}).\n` +
-        'Measured in process through query/executions.ts, not over HTTP (the workspace would have to exist in NATS).\n',
+      `\n${o.runs} runs after ${o.warmup} warm-up runs each; ratio = measured p50 / raw p50 (target ≤ ${MAX_RATIO} ` +
+        'for the query layer).\nExecution queries: in process through query/executions.ts. Issue queries: over HTTP ' +
+        'with a session, against the service started in this process; raw = the failures aggregate (list), one ' +
+        "issue's statistics then its common factors statement (detail).\n",
     );
+    const detail = results['issue-detail'];
+    if (parts && detail) {
+      const p = parts.parts;
+      const line = (name: string, x: Summary) => [name, fmt(x.p50, 1), fmt(x.p95, 1)];
+      process.stdout.write(
+        `\nGET /api/issues/{id}, its parts alone (in process, ${parts.factorsByIssue.length} issues):\n${table(
+          ['part', 'p50 ms', 'p95 ms'],
+          [
+            line('statistics (oneIssueStats, failures)', p.stats),
+            line('common factors (issueFactors, executions)', p.factors),
+            line('representative execution (findExecution)', p.representative),
+            line('comments (NATS KV history)', p.comments),
+            line('all, as the route: statistics, then the rest at once', p.route),
+          ],
+        )}\n`,
+      );
+      const httpByIssue = sample.map(
+        (_, i) =>
+          summarize(
+            detail.samples.layer.filter((_, j) => sampledFor(sample, detail.samples.runs[j]!) === sample[i]),
+          ).p50,
+      );
+      process.stdout.write(
+        `\nGET /api/issues/{id} by issue:\n${table(
+          [
+            'issue (rank by size)',
+            'occurrences',
+            'baseline rows',
+            'factors',
+            'HTTP p50',
+            'factors p50',
+            'title',
+          ],
+          sample.map((s, i) => [
+            `${s.occurrences.issueId} (#${s.rank + 1})`,
+            fmt(s.occurrences.count),
+            fmt(s.baseline),
+            `${s.expectedFactors.length}`,
+            fmt(httpByIssue[i]!, 1),
+            fmt(parts!.factorsByIssue[i]!, 1),
+            s.occurrences.title,
+          ]),
+        )}\n`,
+      );
+    }
 
     const at = new Date().toISOString();
     const result = {
@@ -502,9 +1102,36 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
         services: marker.services,
         generation: marker.generation,
       },
-      http: 'not measured: the service answers only for workspaces in its NATS control plane',
+      http: bench
+        ? {
+            how: 'in-process service (role start) with its own nats-server; GET with a session from POST /api/auth/login',
+            setupSeconds: bench.setup.seconds,
+            recordOccurrencesSeconds: bench.setup.recordSeconds,
+          }
+        : null,
+      issues: bench
+        ? {
+            failures: marker.failures,
+            issues: marker.issues,
+            sample: sample.map((s) => ({
+              issueId: s.occurrences.issueId,
+              rank: s.rank,
+              occurrences: s.occurrences.count,
+              baselineRows: s.baseline,
+              commonFactors: s.expectedFactors,
+              title: s.occurrences.title,
+            })),
+            detailParts: parts,
+          }
+        : null,
       queries: results,
-      targets: { serviceContextP95Ms: 50, detailP95Ms: 20, maxRatio: MAX_RATIO },
+      targets: {
+        serviceContextP95Ms: 50,
+        detailP95Ms: 20,
+        issuesListP95Ms: 50,
+        issueDetailP95Ms: 150,
+        maxRatio: MAX_RATIO,
+      },
       misses,
       peakRssMiB: process.resourceUsage().maxRSS / 1024,
     };

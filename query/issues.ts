@@ -2,7 +2,7 @@ import type { Mode } from '../schemas/records.js';
 import { contextColumn } from '../storage/context-columns.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import { columnRef } from './context-filter.js';
+import { type ColumnRef, columnRef } from './context-filter.js';
 
 /**
  * The read side of issues that comes from stored rows (CONTRACT §9): occurrence counts, first and last
@@ -132,9 +132,6 @@ export const MIN_SHARE_RATIO = 2;
 /** At most this many services and endpoints bound the baseline (an issue grouped across many by a custom fingerprint). */
 const MAX_SCOPE_VALUES = 50;
 
-const BAND_SQL = `CASE WHEN duration_ms < 100 THEN '<100ms' WHEN duration_ms < 1000 THEN '100ms-1s'
-    WHEN duration_ms < 5000 THEN '1s-5s' ELSE '>=5s' END`;
-
 /**
  * Factors, most telling first: context and environment say who or where; a status code or a slow duration band
  * mostly restates that the executions failed (successes are rarely 5xx), so they come last.
@@ -172,45 +169,63 @@ export interface FactorQueryInput {
   indexedKeys: readonly string[];
 }
 
+/** A value most of the issue's executions share, and how many of them have it. */
+export interface Candidate {
+  field: string;
+  value: FactorValue;
+  hits: number;
+}
+
+const BANDS: Record<string, [number, number]> = {
+  '<100ms': [0, 100],
+  '100ms-1s': [100, 1000],
+  '1s-5s': [1000, 5000],
+  '>=5s': [5000, Number.POSITIVE_INFINITY],
+};
+
+interface Built {
+  sql: string;
+  params: Record<string, SqlParam>;
+}
+
+/** The indexed keys that the files have a typed column of. */
+const keysIn = (keys: readonly string[], available?: ReadonlySet<string>) =>
+  keys.filter(
+    (k) => !available || (['s', 'n', 'b'] as const).some((t) => available.has(contextColumn(k, t))),
+  );
+
+/** The window and the services (bound), shared by both passes. */
+function scopeSql(q: FactorQueryInput, params: Record<string, SqlParam>): string {
+  Object.assign(params, { from: q.from, to: q.to });
+  const services = q.services.slice(0, MAX_SCOPE_VALUES).map((v, i) => {
+    params[`svc${i}`] = v;
+    return `$svc${i}`;
+  });
+  return `started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)
+    AND service IN (${services.join(', ')})`;
+}
+
 /**
- * One statement: the issue's executions and the baseline (the same services' and endpoint templates' successful
- * executions in the window) are read once into `r`; then, per field, the values a majority of the occurrences
- * share, each with its count in both. Context values that no occurrence has are never grouped (a
- * high-cardinality key such as customer.id would otherwise make a group per customer).
- * `available`: the columns the files have; a missing one reads as NULL.
+ * The first pass, over the issue's own executions in the window (few): per field, the values at least half of
+ * them share (at most two a field), with their counts, and a last row (field '') with the count and median
+ * duration of all of them.
  */
-export function buildFactorQuery(
+export function buildFactorHitsQuery(
   q: FactorQueryInput,
   available?: ReadonlySet<string>,
-): { sql: string; params: Record<string, SqlParam>; keys: string[] } {
+): Built & { keys: string[] } {
   const col = columnRef(available);
-  const params: Record<string, SqlParam> = { issue: q.issueId, from: q.from, to: q.to };
-  const bind = (prefix: string, values: string[]) =>
-    values.slice(0, MAX_SCOPE_VALUES).map((v, i) => {
-      params[`${prefix}${i}`] = v;
-      return `$${prefix}${i}`;
-    });
-  const services = bind('svc', q.services);
-  const endpoints = q.endpoints.slice(0, MAX_SCOPE_VALUES).map((ep, i) => {
-    const { prefix, regex } = templatePattern(ep);
-    params[`epp${i}`] = prefix;
-    params[`epr${i}`] = regex;
-    return `(starts_with(endpoint, $epp${i}) AND regexp_full_match(endpoint, $epr${i}))`;
-  });
-  const keys = q.indexedKeys.filter(
-    (k) => !available || ['s', 'n', 'b'].some((t) => available.has(contextColumn(k, t as 's'))),
-  );
+  const params: Record<string, SqlParam> = { issue: q.issueId };
+  const keys = keysIn(q.indexedKeys, available);
   const ctxColumns = keys
     .map(
       (k, i) =>
         `, ${col(contextColumn(k, 's'))} AS s${i}, ${col(contextColumn(k, 'n'))} AS n${i}, ${col(contextColumn(k, 'b'))} AS b${i}`,
     )
     .join('');
-  const share =
-    'count(*) FILTER (WHERE hit)::DOUBLE AS hits, count(*) FILTER (WHERE NOT hit)::DOUBLE AS base';
-  const majority = 'HAVING count(*) FILTER (WHERE hit) * 2 >= (SELECT hits FROM h)';
+  const majority = 'HAVING count(*) * 2 >= (SELECT count(*) FROM r)';
   const scalar = (field: string, expr: string, type: 's' | 'n') =>
-    `SELECT '${field}' AS field, ${type === 's' ? `${expr}::VARCHAR` : 'NULL::VARCHAR'} AS s, ${type === 'n' ? `${expr}::DOUBLE` : 'NULL::DOUBLE'} AS n, NULL::BOOLEAN AS b, ${share}, NULL::DOUBLE AS hit_ms, NULL::DOUBLE AS base_ms
+    `SELECT '${field}' AS field, ${type === 's' ? `${expr}::VARCHAR` : 'NULL::VARCHAR'} AS s, ${type === 'n' ? `${expr}::DOUBLE` : 'NULL::DOUBLE'} AS n, NULL::BOOLEAN AS b, count(*)::DOUBLE AS hits, NULL::DOUBLE AS median_ms
   FROM r WHERE ${expr} IS NOT NULL GROUP BY ${expr} ${majority}`;
   const branches = [
     scalar('environment', 'environment', 's'),
@@ -218,41 +233,119 @@ export function buildFactorQuery(
     scalar('statusCode', 'status_code', 'n'),
     scalar('durationBand', 'band', 's'),
     ...keys.map(
-      (
-        _,
-        i,
-      ) => `SELECT 'k${i}' AS field, s${i} AS s, n${i} AS n, b${i} AS b, ${share}, NULL::DOUBLE, NULL::DOUBLE
-  FROM r
-  WHERE (s${i} IS NOT NULL OR n${i} IS NOT NULL OR b${i} IS NOT NULL)
-    AND (hit OR s${i} IN (SELECT s${i} FROM r WHERE hit) OR n${i} IN (SELECT n${i} FROM r WHERE hit)
-      OR b${i} IN (SELECT b${i} FROM r WHERE hit))
+      (_, i) => `SELECT 'k${i}', s${i}, n${i}, b${i}, count(*)::DOUBLE, NULL::DOUBLE
+  FROM r WHERE s${i} IS NOT NULL OR n${i} IS NOT NULL OR b${i} IS NOT NULL
   GROUP BY s${i}, n${i}, b${i} ${majority}`,
     ),
-    `SELECT '' AS field, NULL, NULL, NULL, ${share},
-    quantile_cont(duration_ms, 0.5) FILTER (WHERE hit), quantile_cont(duration_ms, 0.5) FILTER (WHERE NOT hit)
-  FROM r`,
+    `SELECT '', NULL, NULL, NULL, count(*)::DOUBLE, quantile_cont(duration_ms, 0.5) FROM r`,
   ];
   const sql = `WITH r AS MATERIALIZED (
-  SELECT coalesce(issue_id = $issue, false) AS hit, environment, method, status_code, duration_ms,
-    ${BAND_SQL} AS band${ctxColumns}
+  SELECT environment, method, status_code, duration_ms,
+    CASE WHEN duration_ms < 100 THEN '<100ms' WHEN duration_ms < 1000 THEN '100ms-1s'
+      WHEN duration_ms < 5000 THEN '1s-5s' ELSE '>=5s' END AS band${ctxColumns}
   FROM ${FROM_FILES}
-  WHERE started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)
-    AND service IN (${services.join(', ')})
-    AND (issue_id = $issue OR (outcome = 'success' AND (${endpoints.join('\n      OR ')})))
-),
-h AS (SELECT count(*) FILTER (WHERE hit) AS hits FROM r)
+  WHERE ${scopeSql(q, params)}
+    AND issue_id = $issue
+)
 ${branches.join('\nUNION ALL\n')}`;
   return { sql, params, keys };
 }
 
-/** The common factors of an issue (CONTRACT §9) and the evidence around them. */
+/** Where one endpoint template's executions are: equality when it has no parameter, else its pattern. */
+function endpointSql(template: string, i: number, params: Record<string, SqlParam>): string {
+  const { prefix, regex } = templatePattern(template);
+  params[`epp${i}`] = prefix;
+  if (!template.includes(':')) {
+    // No parameter: the endpoint itself, or with a query string or fragment (no pattern to run on every row).
+    return `(endpoint = $epp${i} OR starts_with(endpoint, $epp${i} || '?') OR starts_with(endpoint, $epp${i} || '#'))`;
+  }
+  params[`epr${i}`] = regex;
+  return `(starts_with(endpoint, $epp${i}) AND regexp_full_match(endpoint, $epr${i}))`;
+}
+
+/** The condition a candidate value sets on a row; `$c<i>` is bound to its value. */
+function candidateSql(c: Candidate, i: number, params: Record<string, SqlParam>, col: ColumnRef): string {
+  const name = `c${i}`;
+  if (c.field === 'durationBand') {
+    const [lo, hi] = BANDS[c.value as string]!;
+    params[`${name}lo`] = lo;
+    if (hi === Number.POSITIVE_INFINITY) return `duration_ms >= $${name}lo::DOUBLE`;
+    params[`${name}hi`] = hi;
+    return `duration_ms >= $${name}lo::DOUBLE AND duration_ms < $${name}hi::DOUBLE`;
+  }
+  params[name] = c.value;
+  if (c.field === 'environment' || c.field === 'method') return `${c.field} = $${name}`;
+  if (c.field === 'statusCode') return `status_code = $${name}::INTEGER`;
+  const key = c.field.slice('context.'.length);
+  if (typeof c.value === 'number') return `${col(contextColumn(key, 'n'))} = $${name}::DOUBLE`;
+  if (typeof c.value === 'boolean') return `${col(contextColumn(key, 'b'))} = $${name}::BOOLEAN`;
+  return `${col(contextColumn(key, 's'))} = $${name}`;
+}
+
+/**
+ * The second pass, one scan of the baseline (the same services' and endpoint templates' successful executions in
+ * the window, often hundreds of thousands): its count, its median duration, and per candidate how many have
+ * it. Only the candidates' columns are read, nothing is grouped or kept: a high-cardinality key such as
+ * customer.id costs nothing unless most of the issue's executions share one value of it.
+ */
+export function buildFactorBaselineQuery(
+  q: FactorQueryInput,
+  candidates: readonly Candidate[],
+  available?: ReadonlySet<string>,
+): Built {
+  const col = columnRef(available);
+  const params: Record<string, SqlParam> = {};
+  const scope = scopeSql(q, params);
+  const endpoints = q.endpoints.slice(0, MAX_SCOPE_VALUES).map((ep, i) => endpointSql(ep, i, params));
+  const counts = candidates
+    .map((c, i) => `,\n  count(*) FILTER (WHERE ${candidateSql(c, i, params, col)})::DOUBLE AS c${i}`)
+    .join('');
+  const sql = `SELECT count(*)::DOUBLE AS base, approx_quantile(duration_ms, 0.5) AS median_ms${counts}
+FROM ${FROM_FILES}
+WHERE ${scope}
+  AND outcome = 'success'
+  AND (${endpoints.join('\n    OR ')})`;
+  return { sql, params };
+}
+
+/** The candidates of the first pass's rows, and its totals. */
+export function candidatesOf(
+  rows: Row[],
+  keys: readonly string[],
+): { candidates: Candidate[]; hits: number; medianMs: number | null } {
+  const totals = rows.find((r) => r.field === '');
+  const candidates: Candidate[] = [];
+  for (const r of rows) {
+    if (r.field === '') continue;
+    const field = r.field as string;
+    const value = (r.s ?? r.n ?? r.b) as FactorValue | null;
+    if (value === null) continue;
+    candidates.push({
+      field: field.startsWith('k') ? `context.${keys[Number(field.slice(1))]}` : field,
+      value,
+      hits: Number(r.hits),
+    });
+  }
+  const median = totals?.median_ms;
+  return {
+    candidates,
+    hits: Number(totals?.hits ?? 0),
+    medianMs: median === null || median === undefined ? null : Number(median),
+  };
+}
+
+/**
+ * The common factors of an issue (CONTRACT §9) and the evidence around them: the issue's executions first, which
+ * name the few values worth counting, then one pass over the baseline counting those. (One statement over both
+ * sides grouped every field of hundreds of thousands of baseline rows: about 1 s at 1.4M of them.)
+ */
 export async function issueFactors(
   engine: QueryEngine,
   dataDir: string,
   scope: Scope,
   q: FactorQueryInput,
 ): Promise<FactorEvidence> {
-  const none: FactorEvidence = {
+  const evidence: FactorEvidence = {
     occurrences: 0,
     baseline: 0,
     factors: [],
@@ -260,42 +353,42 @@ export async function issueFactors(
     baselineMedianMs: null,
     window: { from: q.from, to: q.to },
   };
-  if (q.services.length === 0 || q.endpoints.length === 0) return none;
+  if (q.services.length === 0 || q.endpoints.length === 0) return evidence;
   const files = await listPartitionFiles(dataDir, 'executions', scope.workspaceId, scope.mode, q.from, q.to);
-  if (files.length === 0) return none;
-  const built = buildFactorQuery(q, await engine.columnsOf(files));
-  const rows = await engine.all(built.sql, { ...built.params, files });
-  const totals = rows.find((r) => r.field === '');
-  const occurrences = Number(totals?.hits ?? 0);
-  const baseline = Number(totals?.base ?? 0);
+  if (files.length === 0) return evidence;
+  const available = await engine.columnsOf(files);
+  const hitsQuery = buildFactorHitsQuery(q, available);
+  const first = candidatesOf(await engine.all(hitsQuery.sql, { ...hitsQuery.params, files }), hitsQuery.keys);
+  evidence.occurrences = first.hits;
+  evidence.occurrenceMedianMs = first.medianMs;
+  if (first.hits === 0) return evidence;
+  const baselineQuery = buildFactorBaselineQuery(q, first.candidates, available);
+  const [base] = await engine.all(baselineQuery.sql, { ...baselineQuery.params, files });
+  evidence.baseline = Number(base?.base ?? 0);
+  evidence.baselineMedianMs =
+    base?.median_ms === null || base?.median_ms === undefined ? null : Number(base.median_ms);
+  evidence.factors = factorsOf(first.candidates, first.hits, evidence.baseline, (i) =>
+    Number(base?.[`c${i}`] ?? 0),
+  );
+  return evidence;
+}
+
+/** The candidates that pass CONTRACT §9's thresholds, most telling first. */
+export function factorsOf(
+  candidates: readonly Candidate[],
+  hits: number,
+  baseline: number,
+  baseCount: (i: number) => number,
+): CommonFactor[] {
   const factors: CommonFactor[] = [];
-  for (const r of rows) {
-    if (r.field === '' || occurrences === 0) continue;
-    const field = r.field as string;
-    const k = field.startsWith('k') ? Number(field.slice(1)) : -1;
-    const value = (r.s ?? r.n ?? r.b) as FactorValue | null;
-    if (value === null) continue;
-    const issueShare = Number(r.hits) / occurrences;
-    const baselineShare = baseline > 0 ? Number(r.base) / baseline : 0;
-    if (issueShare < MIN_ISSUE_SHARE || issueShare < MIN_SHARE_RATIO * baselineShare) continue;
-    factors.push({
-      field: k >= 0 ? `context.${built.keys[k]}` : field,
-      value,
-      issueShare,
-      baselineShare,
-    });
-  }
-  factors.sort(
+  candidates.forEach((c, i) => {
+    const issueShare = c.hits / hits;
+    const baselineShare = baseline > 0 ? baseCount(i) / baseline : 0;
+    if (issueShare < MIN_ISSUE_SHARE || issueShare < MIN_SHARE_RATIO * baselineShare) return;
+    factors.push({ field: c.field, value: c.value, issueShare, baselineShare });
+  });
+  return factors.sort(
     (a, b) =>
       telling(a.field) - telling(b.field) || b.issueShare - a.issueShare || a.baselineShare - b.baselineShare,
   );
-  const median = (v: unknown) => (v === null || v === undefined ? null : Number(v));
-  return {
-    occurrences,
-    baseline,
-    factors,
-    occurrenceMedianMs: median(totals?.hit_ms),
-    baselineMedianMs: median(totals?.base_ms),
-    window: { from: q.from, to: q.to },
-  };
 }

@@ -37,10 +37,21 @@ const USER_ID = /^usr_[A-Za-z0-9]+$/;
 const iso = (ms: number) => new Date(ms).toISOString();
 const MODE_ONLY = issuePagedQuerySchema.pick({ mode: true }).strict();
 
+type RowStats = IssueRowStats | null | undefined;
+/** The first and last occurrence: the record's, or the stored rows' where they know an earlier or later one. */
+const firstSeenMs = (r: IssueRecord, s: RowStats) =>
+  s ? Math.min(Date.parse(r.firstSeenAt), s.firstSeenMs) : Date.parse(r.firstSeenAt);
+const lastSeenMs = (r: IssueRecord, s: RowStats) =>
+  s ? Math.max(Date.parse(r.lastSeenAt), s.lastSeenMs) : Date.parse(r.lastSeenAt);
+
+/** A resolved issue whose rows hold an occurrence that started after resolvedAt (CONTRACT §9: it regresses). */
+const regressionDue = (r: IssueRecord, s: RowStats): s is IssueRowStats =>
+  r.status === 'resolved' && !!s && r.resolvedAt !== null && s.lastSeenMs > Date.parse(r.resolvedAt);
+
 /** The fields every issue answer has (the list's items): the record's, with the figures of its stored rows. */
-function issueSummary(r: IssueRecord, s: IssueRowStats | null | undefined) {
-  const first = s ? Math.min(Date.parse(r.firstSeenAt), s.firstSeenMs) : Date.parse(r.firstSeenAt);
-  const last = s ? Math.max(Date.parse(r.lastSeenAt), s.lastSeenMs) : Date.parse(r.lastSeenAt);
+function issueSummary(r: IssueRecord, s: RowStats) {
+  const first = firstSeenMs(r, s);
+  const last = lastSeenMs(r, s);
   return {
     id: r.id,
     mode: r.mode,
@@ -62,12 +73,11 @@ function issueSummary(r: IssueRecord, s: IssueRowStats | null | undefined) {
     assignee: r.assignee,
   };
 }
-type IssueSummary = ReturnType<typeof issueSummary>;
-
-const SORTS: Record<IssueSort, (i: IssueSummary) => number> = {
-  '-lastSeenAt': (i) => Date.parse(i.lastSeenAt),
-  '-firstSeenAt': (i) => Date.parse(i.firstSeenAt),
-  '-occurrences': (i) => i.occurrences.total,
+/** Each sort's key (descending): computed for every issue, while only a page's issues are made answers. */
+const SORTS: Record<IssueSort, (r: IssueRecord, s: RowStats) => number> = {
+  '-lastSeenAt': lastSeenMs,
+  '-firstSeenAt': firstSeenMs,
+  '-occurrences': (_r, s) => s?.total ?? 0,
 };
 
 export const issueRoutes =
@@ -110,9 +120,8 @@ export const issueRoutes =
      * write path does this as it stores the occurrence; this catches the one it stored before the resolve reached
      * it (a client clock ahead of the service's).
      */
-    const regressIfDue = async (r: IssueRecord, s: IssueRowStats | null | undefined) => {
-      if (r.status !== 'resolved' || !s || r.resolvedAt === null || s.lastSeenMs <= Date.parse(r.resolvedAt))
-        return r;
+    const regressIfDue = async (r: IssueRecord, s: RowStats) => {
+      if (!regressionDue(r, s)) return r;
       return (
         (await control.issues.regressIfLater(r.workspaceId, r.mode, r.id, s.lastSeenMs, s.lastExecutionId)) ??
         r
@@ -187,18 +196,20 @@ export const issueRoutes =
         records.length > 0
           ? await issueStats(engine, config.dataDir, { workspaceId: p.workspaceId, mode }, Date.now())
           : new Map<string, IssueRowStats>();
-      const current = await Promise.all(records.map((r) => regressIfDue(r, stats.get(r.id))));
-      const items = current
-        .filter((r) => statuses === null || statuses.has(r.status))
-        .map((r) => issueSummary(r, stats.get(r.id)))
-        .filter((i) => {
-          const last = Date.parse(i.lastSeenAt);
-          return (q.from === undefined || last >= q.from) && (q.to === undefined || last < q.to);
-        });
       const key = SORTS[q.sort];
-      items.sort((a, b) => key(b) - key(a) || (a.id < b.id ? -1 : 1));
+      const listed: { r: IssueRecord; s: RowStats; key: number }[] = [];
+      for (let r of records) {
+        const s = stats.get(r.id);
+        if (regressionDue(r, s)) r = await regressIfDue(r, s);
+        if (statuses !== null && !statuses.has(r.status)) continue;
+        const last = lastSeenMs(r, s);
+        if ((q.from !== undefined && last < q.from) || (q.to !== undefined && last >= q.to)) continue;
+        listed.push({ r, s, key: key(r, s) });
+      }
+      listed.sort((a, b) => b.key - a.key || (a.r.id < b.r.id ? -1 : 1));
       const start = (page - 1) * pageSize;
-      return pageAnswer({ data: items.slice(start, start + pageSize), total: items.length }, page, pageSize);
+      const data = listed.slice(start, start + pageSize).map((x) => issueSummary(x.r, x.s));
+      return pageAnswer({ data, total: listed.length }, page, pageSize);
     });
 
     app.get('/api/issues/:id', { config: { need: 'read' } }, async (req, _reply) => {

@@ -1,6 +1,14 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import {
+  endpointTemplate,
+  failureTypeOf,
+  fingerprintParts,
+  issueIdOf,
+  issueTitle,
+} from '../../pipeline/fingerprint.js';
 import { type MessageMeta, toChunks } from '../../pipeline/to-columns.js';
+import { type IssueOccurrences, mergeOccurrences } from '../../schemas/issues.js';
 import type { ExecutionRecord, LogLevel, LogRecord, Mode } from '../../schemas/records.js';
 import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
 import { CommitJournal } from '../../storage/commit-journal.js';
@@ -16,14 +24,25 @@ import { rng } from '../traffic.js';
  * (ExecutionRecord → toChunks → BatchWriter + CommitJournal) and then compacted as the service would, so the
  * files queried are the layout the service converges to: one zstd file per hour, sorted by service and time.
  *
+ * Failed executions (FAILURE_SHARE of all) go through the fingerprint stage as the pipeline's would
+ * (pipeline/fingerprint.ts, for BENCH_WORKSPACE and BENCH_MODE): each gets its failure type, fingerprint and issue
+ * id, so toChunks also writes its `failures` row. An endpoint template fails in 25 ways (a bare 5xx, a gateway
+ * timeout, or one of EXCEPTION_KINDS exceptions, Zipf-weighted), and traffic is Zipf over services and endpoints,
+ * so the failures fall into about 2,000 issues of very different sizes (seed 42, 10M executions: 251,724 failures,
+ * 1,971 issues, the biggest 7,885, the median 21). Each issue's occurrences are summed as the
+ * pipeline sums a batch's (IssueOccurrences) and saved beside the marker, for the benchmark to create the
+ * issues' records in the control plane with.
+ *
  * Seeded: the same parameters give the same rows (only the time window moves with the day it was generated),
  * so runs on different days still compare. A marker file in the data directory records the parameters; a
  * later run with the same parameters queries the files already there.
  */
 
 /** Bump whenever the generator writes different rows or columns for the same parameters: old caches must not match. */
-const DATASET_VERSION = 5;
+const DATASET_VERSION = 7;
 const MARKER = 'bench-query-dataset.json';
+/** Beside the marker: every issue's IssueOccurrences over the whole dataset, biggest first. */
+const ISSUES_FILE = 'bench-query-issues.json';
 const HOUR_MS = 3_600_000;
 /** The service's default codec (PARQUET_COMPRESSION). */
 const CODEC: Codec = 'zstd';
@@ -31,6 +50,16 @@ const CODEC: Codec = 'zstd';
 const REQUEST_ROWS = 500;
 /** Execution ids kept for the detail queries, spread evenly over the dataset. */
 const SAMPLE_IDS = 256;
+/** Failed executions over all traffic: issue 12's shape, 250k failures per 10M executions. */
+export const FAILURE_SHARE = 0.025;
+/** Of the failures: bare 5xx answers, then gateway timeouts (504, no exception); the rest threw an exception. */
+const BARE_5XX_SHARE = 0.4;
+const BARE_TIMEOUT_SHARE = 0.15;
+/**
+ * Exception kinds per endpoint template (each its own issue), Zipf-weighted: with a bare 5xx and a timeout, 25
+ * ways to fail for each of the 80 (service, template) pairs, 2,000 issues at most.
+ */
+export const EXCEPTION_KINDS = 23;
 
 export const BENCH_WORKSPACE = 'ws_benchquery';
 export const BENCH_MODE: Mode = 'test';
@@ -79,6 +108,9 @@ export interface DatasetMarker {
   /** Busiest first. */
   services: { name: string; executions: number }[];
   sampleIds: string[];
+  /** Failed executions (each with its failures row) and the distinct issues they fall into. */
+  failures: number;
+  issues: number;
   generatedAt: string;
   generation: GenerationStats | null;
 }
@@ -163,7 +195,6 @@ const REGIONS = ['us-east-1', 'eu-west-1', 'us-west-2', 'ap-southeast-1', 'sa-ea
 /** Cumulative shares of REGIONS among customers. */
 const REGION_CUMULATIVE = [40, 70, 85, 95, 100];
 const CUSTOMERS = 2_000_000;
-const EXCEPTION_TYPES = ['TimeoutError', 'UpstreamError', 'DatabaseError', 'TypeError'];
 const USER_AGENTS = ['sdk-node/3.2.1', 'sdk-python/2.8.0', 'okhttp/4.12.0', 'Mozilla/5.0 (Macintosh)'];
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const LOG_TABLES = [
@@ -177,7 +208,118 @@ const LOG_TABLES = [
   'accounts',
 ];
 
+const CONSTRAINTS = ['orders_pkey', 'payments_idempotency_key', 'users_email_key', 'carts_session_id_key'];
+const FIELDS = ['email', 'quantity', 'currency', 'postalCode', 'couponCode'];
+const PROPERTIES = ['id', 'items', 'total', 'customer', 'length'];
+
+/** A whole number in [0, below): the message normalizer turns it into `<num>`. */
+const int = (r: () => number, below: number) => Math.floor(r() * below);
+const oneOf = <T>(r: () => number, list: readonly T[]): T => list[int(r, list.length)]!;
+/** A UUID: random ids as hex digits could come out all digits (`<num>`, not `<hex>`), a UUID is always `<uuid>`. */
+const uuid = (r: () => number) => {
+  const h = hex(r, 32);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20)}`;
+};
+
+/**
+ * What endpoints throw: a type, a message whose varying parts are all of the kinds the normalizer replaces (numbers,
+ * UUIDs, e-mail addresses, quoted strings), so each kind's occurrences share one fingerprint, and where it was
+ * thrown (an optional library frame above the in-app one, as a real stack has).
+ */
+export const EXCEPTIONS: readonly {
+  type: string;
+  message: (r: () => number) => string;
+  fn: string;
+  library?: string;
+}[] = [
+  { type: 'NotFoundError', message: (r) => `order ${int(r, 1e7)} not found`, fn: 'loadOrder' },
+  {
+    type: 'DatabaseError',
+    message: (r) => `duplicate key value violates unique constraint "${oneOf(r, CONSTRAINTS)}"`,
+    fn: 'insertRow',
+    library: 'Client.query (/app/node_modules/pg/lib/client.js:526:17)',
+  },
+  {
+    type: 'UpstreamError',
+    message: (r) => `upstream answered ${oneOf(r, [500, 502, 503])} after ${int(r, 5000)} ms`,
+    fn: 'callUpstream',
+  },
+  {
+    type: 'TimeoutError',
+    message: (r) => `operation timed out after ${1000 + int(r, 29_000)}ms`,
+    fn: 'withDeadline',
+  },
+  {
+    type: 'TypeError',
+    message: (r) => `Cannot read properties of undefined (reading '${oneOf(r, PROPERTIES)}')`,
+    fn: 'toResponse',
+  },
+  {
+    type: 'ValidationError',
+    message: (r) => `field "${oneOf(r, FIELDS)}" is invalid for user${int(r, 1e6)}@example.com`,
+    fn: 'validateBody',
+  },
+  {
+    type: 'ConflictError',
+    message: (r) => `lock on ${uuid(r)} held by another request for ${int(r, 900)} ms`,
+    fn: 'acquireLock',
+  },
+  {
+    type: 'RateLimitError',
+    message: (r) => `quota of ${oneOf(r, [60, 600, 6000])} requests per minute exceeded for key ${uuid(r)}`,
+    fn: 'checkQuota',
+  },
+  {
+    type: 'Error',
+    message: (r) => `connect ECONNREFUSED 10.0.${int(r, 256)}.${int(r, 256)}:5432`,
+    fn: 'connectPool',
+    library: 'TCPConnectWrap.afterConnect [as oncomplete] (node:net:1607:16)',
+  },
+];
+
+/** Cumulative weights of an endpoint's exception kinds: its first kind is the common one. */
+const KIND_CUMULATIVE = (() => {
+  const w = Array.from({ length: EXCEPTION_KINDS }, (_, i) => 1 / (i + 1) ** 1.2);
+  const total = w.reduce((a, b) => a + b, 0);
+  let acc = 0;
+  return w.map((x) => {
+    acc += x / total;
+    return acc;
+  });
+})();
+
+/** Where in the code an exception is thrown: the same exception from another layer is another issue. */
+const LAYERS = ['routes', 'services', 'repositories'];
+
+/**
+ * Exception kind `kind` (0 … EXCEPTION_KINDS - 1) of the endpoint template numbered `scope` across the world (an
+ * issue's scope: the service and endpoint template are fingerprint parts, the method is not), as the SDK sends
+ * it. The kinds of one scope are distinct (exception, layer) pairs, rotated per scope.
+ */
+export function exceptionOf(
+  scope: number,
+  route: string,
+  kind: number,
+  r: () => number,
+): { type: string; message: string; stack: string } {
+  const e = EXCEPTIONS[(scope + kind) % EXCEPTIONS.length]!;
+  const layer = LAYERS[Math.floor(kind / EXCEPTIONS.length) % LAYERS.length]!;
+  const message = e.message(r);
+  const frames = [
+    ...(e.library ? [e.library] : []),
+    `${e.fn} (/app/src/${layer}/${route.split('/')[2]}.ts:${40 + 7 * kind}:${5 + kind})`,
+    'handle (/app/src/server.ts:118:9)',
+  ];
+  return {
+    type: e.type,
+    message,
+    stack: [`${e.type}: ${message}`, ...frames.map((f) => `    at ${f}`)].join('\n'),
+  };
+}
+
 interface Endpoint {
+  /** Its template numbered across the world (routes that differ only by method share one): its exception kinds. */
+  scope: number;
   route: string;
   method: string;
   withId: boolean;
@@ -204,12 +346,13 @@ function buildWorld(seed: number): ServiceModel[] {
   const weights = SERVICES.map((_, i) => 1 / (i + 1) ** 1.1);
   const totalWeight = weights.reduce((s, w) => s + w, 0);
   let acc = 0;
-  return SERVICES.map((name, s) => {
+  const world = SERVICES.map((name, s): ServiceModel => {
     acc += weights[s]! / totalWeight;
     const endpoints: Endpoint[] = [];
     for (const resource of [RESOURCES[2 * s]!, RESOURCES[2 * s + 1]!]) {
       for (const route of ROUTES) {
         endpoints.push({
+          scope: 2 * (2 * s + (resource === RESOURCES[2 * s] ? 0 : 1)) + (route.withId ? 1 : 0),
           route: `/v1/${resource}${route.suffix}`,
           method: route.method,
           withId: route.withId,
@@ -226,7 +369,7 @@ function buildWorld(seed: number): ServiceModel[] {
     return {
       name,
       cumulative: acc,
-      // 1 … 8 %, not in traffic order: a small service can be the flaky one.
+      // 1 … 8 % before scaling to FAILURE_SHARE below, not in traffic order: a small service can be the flaky one.
       failureRate: 0.01 + (0.07 * ((s * 7) % 20)) / 19,
       endpoints,
       endpointCumulative: eWeights.map((w) => {
@@ -237,6 +380,10 @@ function buildWorld(seed: number): ServiceModel[] {
       previousVersion: `2.${minor}.${Math.floor(r() * 10)}`,
     };
   });
+  // Scaled so that the traffic-weighted failure rate is FAILURE_SHARE.
+  const mean = world.reduce((m, svc, s) => m + svc.failureRate * (weights[s]! / totalWeight), 0);
+  for (const svc of world) svc.failureRate *= FAILURE_SHARE / mean;
+  return world;
 }
 
 /** The index whose cumulative weight first exceeds x. */
@@ -290,7 +437,7 @@ function standardNormal(r: () => number): number {
 }
 
 /** Generates the rows one simulated SDK request at a time, in time order, as the service would receive them. */
-class TrafficGenerator {
+export class TrafficGenerator {
   readonly #world: ServiceModel[];
   readonly #serviceCumulative: number[];
   readonly #r: () => number;
@@ -303,6 +450,8 @@ class TrafficGenerator {
   readonly counts: number[];
   readonly sampleIds: string[] = [];
   logs = 0;
+  failures = 0;
+  readonly #issues = new Map<string, IssueOccurrences>();
 
   constructor(params: DatasetParams, fromMs: number) {
     this.#params = params;
@@ -375,16 +524,14 @@ class TrafficGenerator {
     let statusCode: number;
     let exception: { type: string; message: string; stack: string } | null = null;
     if (failed) {
-      statusCode = [500, 502, 503, 504][Math.floor(r() * 4)]!;
-      if (statusCode === 504) durationMs = 30_000 + r() * 50;
-      if (r() < 0.4) {
-        const type = EXCEPTION_TYPES[Math.floor(r() * EXCEPTION_TYPES.length)]!;
-        exception = {
-          type,
-          message: `${type} in ${ep.method} ${ep.route} after ${Math.round(durationMs)} ms`,
-          stack: `${type}: upstream failed\n    at call (src/client.ts:42:11)\n    at handler (src/routes/${ep.route.split('/')[2]}.ts:88:5)`,
-        };
+      const how = r();
+      if (how < BARE_5XX_SHARE) statusCode = 500 + int(r, 4);
+      else if (how < BARE_5XX_SHARE + BARE_TIMEOUT_SHARE) statusCode = 504;
+      else {
+        exception = exceptionOf(ep.scope, ep.route, pick(KIND_CUMULATIVE, r()), r);
+        statusCode = exception.type === 'TimeoutError' ? 504 : 500;
       }
+      if (statusCode === 504) durationMs = 30_000 + r() * 50;
     } else {
       const roll = r();
       if (ep.withId && roll < 0.04) statusCode = 404;
@@ -395,15 +542,16 @@ class TrafficGenerator {
     durationMs = Math.round(durationMs * 1000) / 1000;
     const customerId = `cus_${customer.toString(36).padStart(4, '0')}`;
     const context = { customer: { id: customerId, tier }, region, version, flags: { beta } };
+    const id = ep.withId ? `${Math.floor(r() * 1e7)}` : null;
     const request = {
       headers: { 'user-agent': USER_AGENTS[h % USER_AGENTS.length], 'x-request-id': hex(r, 16) },
-      ...(ep.withId ? { params: { id: `${Math.floor(r() * 1e7)}` } } : { query: { limit: '50' } }),
+      ...(id !== null ? { params: { id } } : { query: { limit: '50' } }),
     };
     const response = {
       headers: { 'content-type': 'application/json' },
       bodySize: statusCode === 204 ? 0 : Math.floor(80 + r() * 4000),
     };
-    return {
+    const rec: ExecutionRecord = {
       executionId: ulid(startedAt, r),
       traceId: hex(r, 32),
       spanId: hex(r, 16),
@@ -411,7 +559,8 @@ class TrafficGenerator {
       service: svc.name,
       environment: 'production',
       source: 'http',
-      endpoint: ep.route,
+      // As requested, the id in the path (no request.route): issues group by the template the pipeline makes.
+      endpoint: id !== null ? ep.route.replace(':id', id) : ep.route,
       method: ep.method,
       startedAt,
       durationMs,
@@ -433,6 +582,49 @@ class TrafficGenerator {
       endpointTemplate: null,
       truncated: false,
     };
+    if (failed) this.#fingerprint(rec, exception);
+    return rec;
+  }
+
+  /** The pipeline's fingerprint stage (pipeline/process-payload.ts) for a failed execution, and its occurrence. */
+  #fingerprint(
+    rec: ExecutionRecord,
+    exception: { type: string; message: string; stack: string } | null,
+  ): void {
+    const facts = { statusCode: rec.statusCode, outcomeReason: rec.outcomeReason, exception };
+    const failureType = failureTypeOf(facts);
+    // As the pipeline's stage: the template of a failure only, stored with it.
+    const template = endpointTemplate(rec.endpoint);
+    rec.endpointTemplate = template;
+    const parts = fingerprintParts({ ...facts, service: rec.service, template, custom: null }, failureType);
+    const issueId = issueIdOf(BENCH_WORKSPACE, BENCH_MODE, parts);
+    rec.failureType = failureType;
+    rec.fingerprint = JSON.stringify(parts);
+    rec.issueId = issueId;
+    this.failures++;
+    const occurrence: IssueOccurrences = {
+      issueId,
+      fingerprintParts: parts,
+      title: issueTitle(rec.exceptionType, failureType, rec.method, template),
+      service: rec.service,
+      endpoint: template,
+      method: rec.method,
+      failureType,
+      exceptionType: rec.exceptionType,
+      environments: [rec.environment],
+      count: 1,
+      firstStartedAt: rec.startedAt,
+      lastStartedAt: rec.startedAt,
+      lastExecutionId: rec.executionId,
+    };
+    const seen = this.#issues.get(issueId);
+    if (seen) mergeOccurrences(seen, occurrence);
+    else this.#issues.set(issueId, occurrence);
+  }
+
+  /** Every issue's occurrences so far, biggest first (ties by id). */
+  issues(): IssueOccurrences[] {
+    return [...this.#issues.values()].sort((a, b) => b.count - a.count || (a.issueId < b.issueId ? -1 : 1));
   }
 
   /**
@@ -506,6 +698,11 @@ async function readMarker(dataDir: string): Promise<DatasetMarker | null> {
   }
 }
 
+/** The dataset's issues as the pipeline would have reported them (IssueOccurrences over all of it), biggest first. */
+export async function readIssueOccurrences(dataDir: string): Promise<IssueOccurrences[]> {
+  return JSON.parse(await fs.readFile(path.join(dataDir, ISSUES_FILE), 'utf8')) as IssueOccurrences[];
+}
+
 async function writeMarker(dataDir: string, m: DatasetMarker): Promise<void> {
   const target = path.join(dataDir, MARKER);
   await fs.writeFile(`${target}.tmp`, `${JSON.stringify(m, null, 2)}\n`);
@@ -566,6 +763,8 @@ export async function prepareDataset(
     toMs,
     services: [],
     sampleIds: [],
+    failures: 0,
+    issues: 0,
     generatedAt: new Date(toMs).toISOString(),
     generation: null,
   };
@@ -655,11 +854,16 @@ export async function prepareDataset(
   const compactionS = (performance.now() - compactionStart) / 1000;
   const after = await parquetFiles(path.join(dataDir, 'executions'));
   const logsAfter = await parquetFiles(path.join(dataDir, 'logs'));
+  const issues = gen.issues();
+  // Before the marker says complete: a complete marker always has its issues beside it.
+  await fs.writeFile(path.join(dataDir, ISSUES_FILE), `${JSON.stringify(issues)}\n`);
   const done: DatasetMarker = {
     ...marker,
     complete: true,
     services: gen.services(),
     sampleIds: gen.sampleIds,
+    failures: gen.failures,
+    issues: issues.length,
     generation: {
       seconds: generationS,
       rowsPerSec: params.executions / generationS,

@@ -300,7 +300,7 @@ export function buildFactorBaselineQuery(
   const counts = candidates
     .map((c, i) => `,\n  count(*) FILTER (WHERE ${candidateSql(c, i, params, col)})::DOUBLE AS c${i}`)
     .join('');
-  const sql = `SELECT count(*)::DOUBLE AS base, approx_quantile(duration_ms, 0.5) AS median_ms${counts}
+  const sql = `SELECT count(*)::DOUBLE AS base, quantile_cont(duration_ms, 0.5) AS median_ms${counts}
 FROM ${FROM_FILES}
 WHERE ${scope}
   AND outcome = 'success'

@@ -64,6 +64,9 @@ export function failureCells(r: ExecutionRecord, issueId: string, m: MessageMeta
     r.environment,
     m.receivedAt,
     m.seq,
+    r.method,
+    r.statusCode,
+    r.durationMs,
   ];
 }
 
@@ -121,12 +124,14 @@ export function toChunks(
   m: MessageMeta,
   indexedKeys: readonly string[] = [],
 ): ChunkSet {
-  const set = new ChunkSet({ executions: contextColumnDefs(indexedKeys) });
+  const contextDefs = contextColumnDefs(indexedKeys);
+  const set = new ChunkSet({ executions: contextDefs, failures: contextDefs });
   for (const r of out.executions) {
     const cells = executionCells(r, m);
-    if (indexedKeys.length > 0) cells.push(...contextCells(r.contextTree, indexedKeys));
+    const context = indexedKeys.length > 0 ? contextCells(r.contextTree, indexedKeys) : [];
+    cells.push(...context);
     set.add('executions', r.startedAt, cells);
-    if (r.issueId !== null) set.add('failures', r.startedAt, failureCells(r, r.issueId, m));
+    if (r.issueId !== null) set.add('failures', r.startedAt, [...failureCells(r, r.issueId, m), ...context]);
   }
   for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
   for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));

@@ -206,9 +206,9 @@ function scopeSql(q: FactorQueryInput, params: Record<string, SqlParam>): string
 }
 
 /**
- * The first pass, over the issue's own executions in the window (few): per field, the values at least half of
- * them share (at most two a field), with their counts, and a last row (field '') with the count and median
- * duration of all of them.
+ * The first pass, over the issue's own executions in the window (few), read from their `failures` rows (bound
+ * as `$files`): per field, the values at least half of them share (at most two a field), with their counts, and
+ * a last row (field '') with the count and median duration of all of them.
  */
 export function buildFactorHitsQuery(
   q: FactorQueryInput,
@@ -354,11 +354,17 @@ export async function issueFactors(
     window: { from: q.from, to: q.to },
   };
   if (q.services.length === 0 || q.endpoints.length === 0) return evidence;
-  const files = await listPartitionFiles(dataDir, 'executions', scope.workspaceId, scope.mode, q.from, q.to);
-  if (files.length === 0) return evidence;
+  const list = (dataset: 'executions' | 'failures') =>
+    listPartitionFiles(dataDir, dataset, scope.workspaceId, scope.mode, q.from, q.to);
+  const [failures, files] = await Promise.all([list('failures'), list('executions')]);
+  if (failures.length === 0 || files.length === 0) return evidence;
+  // The issue's own executions from its failures rows (sorted by issue once their hour is compacted).
+  const hitsQuery = buildFactorHitsQuery(q, await engine.columnsOf(failures));
+  const first = candidatesOf(
+    await engine.all(hitsQuery.sql, { ...hitsQuery.params, files: failures }),
+    hitsQuery.keys,
+  );
   const available = await engine.columnsOf(files);
-  const hitsQuery = buildFactorHitsQuery(q, available);
-  const first = candidatesOf(await engine.all(hitsQuery.sql, { ...hitsQuery.params, files }), hitsQuery.keys);
   evidence.occurrences = first.hits;
   evidence.occurrenceMedianMs = first.medianMs;
   if (first.hits === 0) return evidence;

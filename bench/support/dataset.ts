@@ -39,7 +39,7 @@ import { rng } from '../traffic.js';
  */
 
 /** Bump whenever the generator writes different rows or columns for the same parameters: old caches must not match. */
-const DATASET_VERSION = 7;
+const DATASET_VERSION = 8;
 const MARKER = 'bench-query-dataset.json';
 /** Beside the marker: every issue's IssueOccurrences over the whole dataset, biggest first. */
 const ISSUES_FILE = 'bench-query-issues.json';

@@ -559,8 +559,10 @@ async function sampleIssue(b: IssueBench, rank: number): Promise<SampledIssue> {
     indexedKeys: m.indexedContextKeys,
   };
   const available = await b.rawEngine.columnsOf(files);
-  const hits = buildFactorHitsQuery(q, available);
-  const hitsStatement = { sql: hits.sql, params: { ...hits.params, files } };
+  // As the route reads them: the issue's own executions from their failures rows, the baseline from executions.
+  const failureFiles = await listPartitionFiles(b.dataDir, 'failures', m.workspaceId, m.mode, from, to);
+  const hits = buildFactorHitsQuery(q, await b.rawEngine.columnsOf(failureFiles));
+  const hitsStatement = { sql: hits.sql, params: { ...hits.params, files: failureFiles } };
   const first = candidatesOf(await b.rawEngine.all(hitsStatement.sql, hitsStatement.params), hits.keys);
   const baseline = buildFactorBaselineQuery(q, first.candidates, available);
   const baselineStatement = { sql: baseline.sql, params: { ...baseline.params, files } };
@@ -693,7 +695,7 @@ function issueDetailScenario(b: IssueBench, sample: SampledIssue[]): Scenario {
     via: 'http',
     files:
       b.failuresFiles.length +
-      Math.max(0, ...sample.map((s) => (s.factors[0]!.params.files as string[]).length)),
+      Math.max(0, ...sample.map((s) => (s.factors[1]!.params.files as string[]).length)),
     open: async () => ({
       measured: async (run) => {
         const id = sampledFor(sample, run).occurrences.issueId;

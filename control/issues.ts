@@ -32,9 +32,6 @@ const TRANSITIONS: Record<IssueStatus, readonly IssueStatus[]> = {
   regressed: ['acknowledged', 'resolved', 'ignored'],
 };
 
-/** The states a PATCH may move an issue in `status` to. */
-export const allowedTransitions = (status: IssueStatus): readonly IssueStatus[] => TRANSITIONS[status];
-
 /** Stored events kept per issue; older ones are dropped (and counted) so a record stays small. */
 const MAX_STORED_EVENTS = 1000;
 /** A busy issue's record may be written by several processes at once: retries before giving up. */

@@ -170,7 +170,7 @@ class PayloadProcessor {
       exception,
     });
     // The endpoint template (CONTRACT §9): the framework's route when sent. Only failures need one: templating
-    // every execution, and storing it, cost 2 µs an execution of the pipeline's ~33.
+    // and storing one for every execution showed about 2 µs more CPU an execution (of ~33) in an ingest A/B.
     const route = item.request?.route;
     const template = route != null && route !== '' ? route : endpointTemplate(record.endpoint);
     record.endpointTemplate = template;

@@ -20,8 +20,7 @@ export type FailureType = (typeof FAILURE_TYPES)[number];
 export const ISSUE_STATUSES = ['open', 'acknowledged', 'resolved', 'ignored', 'regressed'] as const;
 export type IssueStatus = (typeof ISSUE_STATUSES)[number];
 
-export const ACTIVITY_TYPES = ['created', 'status_changed', 'assigned', 'commented', 'regressed'] as const;
-export type ActivityType = (typeof ACTIVITY_TYPES)[number];
+const ACTIVITY_TYPES = ['created', 'status_changed', 'assigned', 'commented', 'regressed'] as const;
 
 const actorSchema = z.union([
   z.object({ type: z.literal('user'), id: z.string() }),

@@ -15,10 +15,12 @@ import {
   COMPACTED_PREFIX,
   emptyManifest,
   legacyIdIndexPath,
+  type Manifest,
   readManifest,
   visibleFiles,
   writeManifest,
 } from './manifest.js';
+import { rollupName, writeRollup } from './rollup.js';
 
 /**
  * Merges a partition's small files into one, sorted for pruning and, for executions, deduplicated by
@@ -228,12 +230,14 @@ export async function compactPartition(
       throw err;
     }
     const byIdKept = Object.entries(manifest.byId ?? {}).filter(([n]) => !inputs.includes(n));
+    const rollupsKept = Object.entries(manifest.rollups ?? {}).filter(([n]) => !inputs.includes(n));
     next = {
       version: manifest.version + 1,
       live: [...manifest.live.filter((n) => !inputs.includes(n)), out],
       replaced: [...manifest.replaced, ...inputs.map((name) => ({ name, at: now }))],
       deleted: manifest.deleted,
       byId: Object.fromEntries(byId ? [...byIdKept, [out, byId]] : byIdKept),
+      ...(rollupsKept.length > 0 ? { rollups: Object.fromEntries(rollupsKept) } : {}),
     };
     await writeManifest(dir, next);
     await changedHours([[dir, hourStart]]);
@@ -260,12 +264,22 @@ export async function compactPartition(
       await changedHours([[dir, hourStart]]);
     }
   }
+  let rollupError: unknown;
+  if (dataset === 'executions')
+    ({ manifest: next, error: rollupError } = await addRollups(
+      engine,
+      dir,
+      hourStart,
+      next,
+      opts.codec ?? 'zstd',
+    ));
   const expired = next.replaced.filter((r) => now - r.at >= opts.graceMs);
   if (expired.length > 0) {
     const names = await fs.readdir(dir);
     for (const r of expired) {
       await fs.rm(path.join(dir, r.name), { force: true });
       await fs.rm(legacyIdIndexPath(path.join(dir, r.name)), { force: true });
+      await fs.rm(path.join(dir, rollupName(r.name)), { force: true });
       for (const part of byIdPartsOf(r.name, names)) await fs.rm(path.join(dir, part), { force: true });
     }
     next = {
@@ -276,7 +290,49 @@ export async function compactPartition(
     };
     await writeManifest(dir, next);
   }
+  // Reported once the replaced files are gone: a rollup that keeps failing must not hold back their deletion.
+  if (rollupError !== undefined) throw rollupError;
   return { compacted, deleted: expired.length };
+}
+
+/**
+ * Gives every live compacted executions file without a baseline rollup one (storage/rollup.ts), running merges'
+ * files included: only the hour's few small pipeline files are then left for the common factors to scan. Made after
+ * the merge's manifest swap, so until it is named readers scan the file itself (slower, the same counts). A file
+ * whose rollup fails stays without one (the next pass tries again), and the first error is answered beside the
+ * manifest that names the others.
+ */
+async function addRollups(
+  engine: QueryEngine,
+  dir: string,
+  hourStart: number,
+  manifest: Manifest,
+  codec: CompactionCodec,
+): Promise<{ manifest: Manifest; error: unknown }> {
+  const missing = manifest.live.filter((n) => manifest.rollups?.[n] === undefined);
+  const made: [string, string][] = [];
+  let error: unknown;
+  for (const name of missing) {
+    const target = path.join(dir, rollupName(name));
+    try {
+      await writeRollup(engine, path.join(dir, name), target, codec);
+      await fsyncFile(target);
+      made.push([name, rollupName(name)]);
+    } catch (err) {
+      error ??= err;
+      await fs.rm(target, { force: true });
+    }
+  }
+  if (made.length === 0) return { manifest, error };
+  await fsyncDir(dir);
+  const next = {
+    ...manifest,
+    version: manifest.version + 1,
+    rollups: { ...manifest.rollups, ...Object.fromEntries(made) },
+  };
+  await writeManifest(dir, next);
+  await changedHours([[dir, hourStart]]);
+  return { manifest: next, error };
 }
 
 /** Removes the by-id parts of `dataPath` and the directory DuckDB writes them into. */

@@ -58,12 +58,16 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
   }
 }
 
+/** An hour partition's committed files, and the baseline rollups (storage/rollup.ts) some of them have. */
+interface HourFiles {
+  start: number;
+  files: string[];
+  /** Data file path → its rollup's path. */
+  rollups: Map<string, string>;
+}
+
 /** The committed files of each hour partition of a mode directory that starts in [fromMs, toMs), in time order. */
-async function listHours(
-  base: string,
-  fromMs: number,
-  toMs: number,
-): Promise<{ start: number; files: string[] }[]> {
+async function listHours(base: string, fromMs: number, toMs: number): Promise<HourFiles[]> {
   const firstDay = Math.floor(fromMs / DAY_MS) * DAY_MS;
   const dates = (await readdirOrEmpty(base))
     .filter((d) => d.startsWith('date='))
@@ -84,12 +88,13 @@ async function listHours(
           // listing taken after the manifest has every file that manifest makes visible.
           const manifest = await readManifest(dir);
           const names = await readdirOrEmpty(dir);
-          return {
-            start: h.start,
-            files: visibleFiles(names, manifest)
-              .sort()
-              .map((f) => path.join(dir, f)),
-          };
+          const visible = visibleFiles(names, manifest).sort();
+          const rollups = new Map<string, string>();
+          for (const f of visible) {
+            const rollup = manifest?.rollups?.[f];
+            if (rollup !== undefined) rollups.set(path.join(dir, f), path.join(dir, rollup));
+          }
+          return { start: h.start, files: visible.map((f) => path.join(dir, f)), rollups };
         }),
       );
     }),
@@ -103,7 +108,7 @@ interface OlderHours {
   listedAt: number;
   /** The hours that start before this. */
   until: number;
-  hours: { start: number; files: string[] }[];
+  hours: HourFiles[];
 }
 const olderHours = new Map<string, OlderHours>();
 /**
@@ -131,19 +136,18 @@ async function olderHoursOf(base: string, until: number, now: number): Promise<O
 }
 
 /**
- * The committed files of the hour partitions that overlap [fromMs, toMs), in time order. Only existing
- * directories are listed. The hours that started more than READER_FRESH_MS ago are listed once per generation of
- * the mode directory (generation.ts): a detail looks through every hour there is, and the lists' default window is
- * 7 days.
+ * The hour partitions that overlap [fromMs, toMs), in time order. Only existing directories are listed. The hours
+ * that started more than READER_FRESH_MS ago are listed once per generation of the mode directory (generation.ts):
+ * a detail looks through every hour there is, and the lists' default window is 7 days.
  */
-export async function listPartitionFiles(
+async function listPartitionHours(
   dataDir: string,
   dataset: DatasetName,
   workspaceId: string,
   mode: string,
   fromMs: number,
   toMs: number,
-): Promise<string[]> {
+): Promise<HourFiles[]> {
   const base = modeDir(dataDir, dataset, workspaceId, mode);
   const now = Date.now();
   const freshFrom = Math.floor((now - READER_FRESH_MS) / HOUR_MS) * HOUR_MS;
@@ -152,8 +156,41 @@ export async function listPartitionFiles(
     firstHour < freshFrom ? olderHoursOf(base, freshFrom, now) : [],
     toMs > freshFrom ? listHours(base, Math.max(firstHour, freshFrom), toMs) : [],
   ]);
-  return [
-    ...older.filter((h) => h.start >= firstHour && h.start < Math.min(toMs, freshFrom)),
-    ...fresh,
-  ].flatMap((h) => h.files);
+  return [...older.filter((h) => h.start >= firstHour && h.start < Math.min(toMs, freshFrom)), ...fresh];
+}
+
+/** The committed files of the hour partitions that overlap [fromMs, toMs), in time order. */
+export async function listPartitionFiles(
+  dataDir: string,
+  dataset: DatasetName,
+  workspaceId: string,
+  mode: string,
+  fromMs: number,
+  toMs: number,
+): Promise<string[]> {
+  const hours = await listPartitionHours(dataDir, dataset, workspaceId, mode, fromMs, toMs);
+  return hours.flatMap((h) => h.files);
+}
+
+/**
+ * The committed files of the hour partitions that overlap [fromMs, toMs), split into the baseline rollups of those
+ * that have one and the files without (to be read themselves).
+ */
+export async function listRollupsAndFiles(
+  dataDir: string,
+  workspaceId: string,
+  mode: string,
+  fromMs: number,
+  toMs: number,
+): Promise<{ rollups: string[]; files: string[] }> {
+  const hours = await listPartitionHours(dataDir, 'executions', workspaceId, mode, fromMs, toMs);
+  const out = { rollups: [] as string[], files: [] as string[] };
+  for (const h of hours) {
+    for (const f of h.files) {
+      const rollup = h.rollups.get(f);
+      if (rollup !== undefined) out.rollups.push(rollup);
+      else out.files.push(f);
+    }
+  }
+  return out;
 }

@@ -26,6 +26,8 @@ export interface Manifest {
   deleted: string[];
   /** Per live file with a by-id copy, its parts in id order (absent in manifests written before copies). */
   byId?: Record<string, ByIdPart[]>;
+  /** Per live executions file with a baseline rollup (storage/rollup.ts), the rollup's file name. */
+  rollups?: Record<string, string>;
 }
 
 /** A part of a by-id copy and the execution ids it holds (null bounds: unknown, any id may be there). */

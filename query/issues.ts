@@ -1,7 +1,14 @@
 import type { Mode } from '../schemas/records.js';
 import { contextColumn } from '../storage/context-columns.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listPartitionFiles } from '../storage/layout.js';
+import { listPartitionFiles, listRollupsAndFiles } from '../storage/layout.js';
+import {
+  bucketDurationMs,
+  DURATION_BAND_SQL,
+  DURATION_BUCKET_SQL,
+  ID_PLACEHOLDER,
+  ID_SEGMENT,
+} from '../storage/rollup.js';
 import { type ColumnRef, columnRef } from './context-filter.js';
 
 /**
@@ -139,25 +146,58 @@ const MAX_SCOPE_VALUES = 50;
 const FIELD_RANK: Record<string, number> = { environment: 1, method: 2, durationBand: 3, statusCode: 4 };
 const telling = (field: string) => (field.startsWith('context.') ? 0 : (FIELD_RANK[field] ?? 5));
 
-/** An id segment as pipeline/fingerprint.ts's endpointTemplate sees one: digits, hex of 8 or more, a UUID. */
-const ID_SEGMENT =
-  '(?:[0-9]+|[0-9a-fA-F]{8,}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})';
+const ID_SEGMENT_RE = new RegExp(`^${ID_SEGMENT}$`);
 const escapeRegex = (s: string) => s.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&');
 
 /**
- * The endpoints (as sent) that have an endpoint template: a literal prefix to narrow cheaply, then a full
- * pattern. `:id` stands for an id segment (the templating rule); any other `:name` is a framework route's
- * parameter, any one segment. A query string or fragment may follow. Executions store the endpoint as sent, and
- * only failures their template: the baseline of successes is found by pattern, not by a stored column.
+ * An endpoint template's segments as the baseline matches them: `:id` and a literal id segment (a framework route's
+ * `/v1/2024/report`) are an id segment, any other `:name` (a route's parameter) is any one segment, the rest is
+ * literal. A literal id segment counts as any id because the rollups (storage/rollup.ts) keep endpoints templated,
+ * and the scan of files without one must count what they count.
  */
-export function templatePattern(template: string): { prefix: string; regex: string } {
-  const segments = template.split('/');
-  const firstParam = segments.findIndex((p) => p.startsWith(':'));
-  const prefix = firstParam === -1 ? template : `${segments.slice(0, firstParam).join('/')}/`;
+type Segment = { id: true } | { any: true } | { literal: string };
+const segmentsOf = (template: string): Segment[] =>
+  template
+    .split('/')
+    .map((p) =>
+      p === ID_PLACEHOLDER || ID_SEGMENT_RE.test(p)
+        ? { id: true }
+        : p.startsWith(':')
+          ? { any: true }
+          : { literal: p },
+    );
+
+/**
+ * The endpoints (as sent) that have an endpoint template: a literal prefix to narrow cheaply, then a full
+ * pattern. A query string or fragment may follow. Executions store the endpoint as sent, and only failures their
+ * template: the baseline of successes is found by pattern, not by a stored column.
+ */
+export function templatePattern(template: string): { prefix: string; regex: string; literal: boolean } {
+  const segments = segmentsOf(template);
+  const firstOpen = segments.findIndex((p) => !('literal' in p));
+  const literal = (p: Segment) => ('literal' in p ? p.literal : '');
+  const prefix = firstOpen === -1 ? template : `${segments.slice(0, firstOpen).map(literal).join('/')}/`;
   const regex = segments
-    .map((p) => (p === ':id' ? ID_SEGMENT : p.startsWith(':') ? '[^/?#]+' : escapeRegex(p)))
+    .map((p) => ('id' in p ? ID_SEGMENT : 'any' in p ? '[^/?#]+' : escapeRegex(p.literal)))
     .join('/');
-  return { prefix, regex: `${regex}(?:[?#].*)?` };
+  return { prefix, regex: `${regex}(?:[?#].*)?`, literal: firstOpen === -1 };
+}
+
+/**
+ * The rollups' endpoints (templated, without query string) that a template's executions have: one exactly when the
+ * template has no route parameter, else a prefix and a pattern.
+ */
+export function rollupEndpointPattern(
+  template: string,
+): { exact: string } | { prefix: string; regex: string } {
+  const segments = segmentsOf(template);
+  const keyOf = (p: Segment) => ('id' in p ? ID_PLACEHOLDER : 'literal' in p ? p.literal : null);
+  if (segments.every((p) => !('any' in p))) return { exact: segments.map(keyOf).join('/') };
+  const firstAny = segments.findIndex((p) => 'any' in p);
+  return {
+    prefix: `${segments.slice(0, firstAny).map(keyOf).join('/')}/`,
+    regex: segments.map((p) => ('any' in p ? '[^/]+' : escapeRegex(keyOf(p)!))).join('/'),
+  };
 }
 
 export interface FactorQueryInput {
@@ -241,8 +281,7 @@ export function buildFactorHitsQuery(
   ];
   const sql = `WITH r AS MATERIALIZED (
   SELECT environment, method, status_code, duration_ms,
-    CASE WHEN duration_ms < 100 THEN '<100ms' WHEN duration_ms < 1000 THEN '100ms-1s'
-      WHEN duration_ms < 5000 THEN '1s-5s' ELSE '>=5s' END AS band${ctxColumns}
+    ${DURATION_BAND_SQL} AS band${ctxColumns}
   FROM ${FROM_FILES}
   WHERE ${scopeSql(q, params)}
     AND issue_id = $issue
@@ -251,11 +290,11 @@ ${branches.join('\nUNION ALL\n')}`;
   return { sql, params, keys };
 }
 
-/** Where one endpoint template's executions are: equality when it has no parameter, else its pattern. */
+/** Where one endpoint template's executions are: equality when it is all literal, else its pattern. */
 function endpointSql(template: string, i: number, params: Record<string, SqlParam>): string {
-  const { prefix, regex } = templatePattern(template);
+  const { prefix, regex, literal } = templatePattern(template);
   params[`epp${i}`] = prefix;
-  if (!template.includes(':')) {
+  if (literal) {
     // No parameter: the endpoint itself, or with a query string or fragment (no pattern to run on every row).
     return `(endpoint = $epp${i} OR starts_with(endpoint, $epp${i} || '?') OR starts_with(endpoint, $epp${i} || '#'))`;
   }
@@ -283,10 +322,11 @@ function candidateSql(c: Candidate, i: number, params: Record<string, SqlParam>,
 }
 
 /**
- * The second pass, one scan of the baseline (the same services' and endpoint templates' successful executions in
- * the window, often hundreds of thousands): its count, its median duration, and per candidate how many have
- * it. Only the candidates' columns are read, nothing is grouped or kept: a high-cardinality key such as
- * customer.id costs nothing unless most of the issue's executions share one value of it.
+ * The second pass over the files without a rollup (the current hour's pipeline files, any not rolled up yet): one
+ * scan of the baseline (the same services' and endpoint templates' successful executions in the window), per
+ * duration bucket (storage/rollup.ts) its count and per candidate how many have it. Only the candidates' columns
+ * are read: a high-cardinality key such as customer.id costs nothing unless most of the issue's executions share
+ * one value of it.
  */
 export function buildFactorBaselineQuery(
   q: FactorQueryInput,
@@ -300,12 +340,126 @@ export function buildFactorBaselineQuery(
   const counts = candidates
     .map((c, i) => `,\n  count(*) FILTER (WHERE ${candidateSql(c, i, params, col)})::DOUBLE AS c${i}`)
     .join('');
-  const sql = `SELECT count(*)::DOUBLE AS base, quantile_cont(duration_ms, 0.5) AS median_ms${counts}
+  const sql = `SELECT ${DURATION_BUCKET_SQL} AS bucket, count(*)::DOUBLE AS base${counts}
 FROM ${FROM_FILES}
 WHERE ${scope}
   AND outcome = 'success'
-  AND (${endpoints.join('\n    OR ')})`;
+  AND (${endpoints.join('\n    OR ')})
+GROUP BY ALL`;
   return { sql, params };
+}
+
+/** Where a rollup's rows are for the issue's services and endpoint templates. */
+function rollupScopeSql(q: FactorQueryInput, params: Record<string, SqlParam>): string {
+  const services = q.services.slice(0, MAX_SCOPE_VALUES).map((v, i) => {
+    params[`svc${i}`] = v;
+    return `$svc${i}`;
+  });
+  const endpoints = q.endpoints.slice(0, MAX_SCOPE_VALUES).map((template, i) => {
+    const p = rollupEndpointPattern(template);
+    if ('exact' in p) {
+      params[`epk${i}`] = p.exact;
+      return `endpoint = $epk${i}`;
+    }
+    params[`epp${i}`] = p.prefix;
+    params[`epr${i}`] = p.regex;
+    return `(starts_with(endpoint, $epp${i}) AND regexp_full_match(endpoint, $epr${i}))`;
+  });
+  return `service IN (${services.join(', ')}) AND (${endpoints.join(' OR ')})`;
+}
+
+/** The condition a candidate value sets on a rollup row; `$c<i>` is bound to its value. */
+function rollupCandidateSql(c: Candidate, i: number, params: Record<string, SqlParam>): string {
+  const name = `c${i}`;
+  params[name] = c.value;
+  params[`f${i}`] = c.field;
+  const field = `field = $f${i}`;
+  if (typeof c.value === 'number') return `${field} AND n = $${name}::DOUBLE`;
+  if (typeof c.value === 'boolean') return `${field} AND b = $${name}::BOOLEAN`;
+  return `${field} AND s = $${name}`;
+}
+
+/**
+ * The second pass over the rollups (bound as `$rollups`), in the shape of buildFactorBaselineQuery's rows folded
+ * by baselineOf: `k` -1 for the count, -2 for a duration bucket (`bucket`), else the index of a candidate. One scan
+ * of the scope's kind 0 rows (a few hundred an hour) answers the count, the histogram and every candidate but the
+ * values of dense context keys, each of which is one lookup of kind 1 rows.
+ */
+export function buildRollupBaselineQuery(q: FactorQueryInput, candidates: readonly Candidate[]): Built {
+  const params: Record<string, SqlParam> = {};
+  const scope = rollupScopeSql(q, params);
+  const conditions = candidates.map((c, i) => rollupCandidateSql(c, i, params));
+  const ROLLUPS = 'read_parquet($rollups, hive_partitioning = false)';
+  const whens = conditions.map((cond, i) => ` WHEN ${cond} THEN ${i}`).join('');
+  const lookups = candidates.flatMap((c, i) =>
+    c.field.startsWith('context.')
+      ? [
+          `SELECT ${i} AS k, NULL::DOUBLE AS bucket, sum(count)::DOUBLE AS count
+FROM ${ROLLUPS} WHERE kind = 1 AND ${scope} AND ${conditions[i]}`,
+        ]
+      : [],
+  );
+  const sql = [
+    `SELECT k, bucket, sum(count)::DOUBLE AS count FROM (
+  SELECT CASE WHEN field = '' THEN -1 WHEN field = 'd' THEN -2${whens} END AS k,
+    CASE WHEN field = 'd' THEN n END AS bucket, count
+  FROM ${ROLLUPS} WHERE kind = 0 AND ${scope}
+) WHERE k IS NOT NULL GROUP BY ALL`,
+    ...lookups,
+  ].join('\nUNION ALL\n');
+  return { sql, params };
+}
+
+/** The baseline's figures: its count, per candidate how many of it have the value, and its duration histogram. */
+export interface Baseline {
+  base: number;
+  counts: number[];
+  /** Duration bucket → executions. */
+  histogram: Map<number, number>;
+}
+
+export const emptyBaseline = (candidates: number): Baseline => ({
+  base: 0,
+  counts: new Array<number>(candidates).fill(0),
+  histogram: new Map(),
+});
+
+/** Adds buildFactorBaselineQuery's rows to `into`. */
+export function addScannedBaseline(into: Baseline, rows: Row[]): Baseline {
+  for (const r of rows) {
+    const base = Number(r.base);
+    into.base += base;
+    const bucket = Number(r.bucket);
+    into.histogram.set(bucket, (into.histogram.get(bucket) ?? 0) + base);
+    for (let i = 0; i < into.counts.length; i++) into.counts[i]! += Number(r[`c${i}`] ?? 0);
+  }
+  return into;
+}
+
+/** Adds buildRollupBaselineQuery's rows to `into`. */
+export function addRolledUpBaseline(into: Baseline, rows: Row[]): Baseline {
+  for (const r of rows) {
+    const k = Number(r.k);
+    const count = Number(r.count ?? 0);
+    if (k === -1) into.base += count;
+    else if (k === -2) {
+      const bucket = Number(r.bucket);
+      into.histogram.set(bucket, (into.histogram.get(bucket) ?? 0) + count);
+    } else if (k >= 0 && k < into.counts.length) into.counts[k]! += count;
+  }
+  return into;
+}
+
+/** The median duration of a histogram (within 1 %: its bucket's middle); null when it is empty. */
+export function histogramMedianMs(histogram: ReadonlyMap<number, number>): number | null {
+  const total = [...histogram.values()].reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  let seen = 0;
+  for (const [bucket, n] of [...histogram].sort((a, b) => a[0] - b[0])) {
+    seen += n;
+    if (seen * 2 >= total) return bucketDurationMs(bucket);
+  }
+  return null;
 }
 
 /** The candidates of the first pass's rows, and its totals. */
@@ -334,17 +488,28 @@ export function candidatesOf(
   };
 }
 
+const HOUR_MS = 3_600_000;
+
 /**
- * The common factors of an issue (CONTRACT §9) and the evidence around them: the issue's executions first, which
- * name the few values worth counting, then one pass over the baseline counting those. (One statement over both
- * sides grouped every field of hundreds of thousands of baseline rows: about 1 s at 1.4M of them.)
+ * The common factors' window widened to whole hours: the rollups count an hour's executions, not a time range's.
+ */
+export function wholeHours(from: number, to: number): { from: number; to: number } {
+  return { from: Math.floor(from / HOUR_MS) * HOUR_MS, to: Math.ceil(to / HOUR_MS) * HOUR_MS };
+}
+
+/**
+ * The common factors of an issue (CONTRACT §9) and the evidence around them, over the whole hours of the window:
+ * the issue's executions first, which name the few values worth counting, then the baseline counting those, from
+ * the rollups of the files that have one and a scan of the others. (One statement over both sides grouped every
+ * field of hundreds of thousands of baseline rows: about 1 s at 1.4M of them; the scan without rollups, 270 ms.)
  */
 export async function issueFactors(
   engine: QueryEngine,
   dataDir: string,
   scope: Scope,
-  q: FactorQueryInput,
+  input: FactorQueryInput,
 ): Promise<FactorEvidence> {
+  const q = { ...input, ...wholeHours(input.from, input.to) };
   const evidence: FactorEvidence = {
     occurrences: 0,
     baseline: 0,
@@ -354,28 +519,39 @@ export async function issueFactors(
     window: { from: q.from, to: q.to },
   };
   if (q.services.length === 0 || q.endpoints.length === 0) return evidence;
-  const list = (dataset: 'executions' | 'failures') =>
-    listPartitionFiles(dataDir, dataset, scope.workspaceId, scope.mode, q.from, q.to);
-  const [failures, files] = await Promise.all([list('failures'), list('executions')]);
-  if (failures.length === 0 || files.length === 0) return evidence;
-  // The issue's own executions from its failures rows (sorted by issue once their hour is compacted).
+  const [failures, executions] = await Promise.all([
+    listPartitionFiles(dataDir, 'failures', scope.workspaceId, scope.mode, q.from, q.to),
+    listRollupsAndFiles(dataDir, scope.workspaceId, scope.mode, q.from, q.to),
+  ]);
+  if (failures.length === 0) return evidence;
+  // The issue's own executions from their failures rows (sorted by issue once their hour is compacted).
   const hitsQuery = buildFactorHitsQuery(q, await engine.columnsOf(failures));
   const first = candidatesOf(
     await engine.all(hitsQuery.sql, { ...hitsQuery.params, files: failures }),
     hitsQuery.keys,
   );
-  const available = await engine.columnsOf(files);
   evidence.occurrences = first.hits;
   evidence.occurrenceMedianMs = first.medianMs;
   if (first.hits === 0) return evidence;
-  const baselineQuery = buildFactorBaselineQuery(q, first.candidates, available);
-  const [base] = await engine.all(baselineQuery.sql, { ...baselineQuery.params, files });
-  evidence.baseline = Number(base?.base ?? 0);
-  evidence.baselineMedianMs =
-    base?.median_ms === null || base?.median_ms === undefined ? null : Number(base.median_ms);
-  evidence.factors = factorsOf(first.candidates, first.hits, evidence.baseline, (i) =>
-    Number(base?.[`c${i}`] ?? 0),
-  );
+  const baseline = emptyBaseline(first.candidates.length);
+  await Promise.all([
+    (async () => {
+      if (executions.rollups.length === 0) return;
+      const built = buildRollupBaselineQuery(q, first.candidates);
+      addRolledUpBaseline(
+        baseline,
+        await engine.all(built.sql, { ...built.params, rollups: executions.rollups }),
+      );
+    })(),
+    (async () => {
+      if (executions.files.length === 0) return;
+      const built = buildFactorBaselineQuery(q, first.candidates, await engine.columnsOf(executions.files));
+      addScannedBaseline(baseline, await engine.all(built.sql, { ...built.params, files: executions.files }));
+    })(),
+  ]);
+  evidence.baseline = baseline.base;
+  evidence.baselineMedianMs = histogramMedianMs(baseline.histogram);
+  evidence.factors = factorsOf(first.candidates, first.hits, baseline.base, (i) => baseline.counts[i] ?? 0);
   return evidence;
 }
 

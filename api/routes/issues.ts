@@ -29,7 +29,7 @@ import { parseInput } from '../validate.js';
 /** Issues (CONTRACT §9): the list, one issue with its evidence, its lifecycle, comments and activity. */
 
 const DAY_MS = 86_400_000;
-/** The common factors' window: the 7 days before the issue's last occurrence. */
+/** The common factors' window: the 7 days before the issue's last occurrence (widened to whole hours by issueFactors). */
 const FACTOR_WINDOW_MS = 7 * DAY_MS;
 const RECENT_ACTIVITY = 20;
 const USER_ID = /^usr_[A-Za-z0-9]+$/;

@@ -11,7 +11,7 @@ import {
   type ScanSteps,
   topInAppFrame,
 } from '../../pipeline/fingerprint.js';
-import { templatePattern } from '../../query/issues.js';
+import { rollupEndpointPattern, templatePattern } from '../../query/issues.js';
 import { ISSUE_ID_SHAPE } from '../../schemas/issues.js';
 
 describe('endpoint templates', () => {
@@ -257,5 +257,44 @@ describe('the endpoints of a template (the common factors’ baseline)', () => {
     expect(matches('/users/:userId/orders', '/users/me/x/orders')).toBe(false);
     expect(matches('/a+b/(c)', '/a+b/(c)')).toBe(true);
     expect(matches('/a+b/(c)', '/aab/c')).toBe(false);
+  });
+
+  it('takes a literal id segment of a route for any id, as the rollups keep endpoints templated', () => {
+    expect(matches('/v1/2024/report', '/v1/2024/report')).toBe(true);
+    expect(matches('/v1/2024/report', '/v1/2025/report')).toBe(true);
+    expect(matches('/v1/2024/report', '/v1/abc/report')).toBe(false);
+    expect(templatePattern('/v1/2024/report').literal).toBe(false);
+    expect(templatePattern('/v1/report').literal).toBe(true);
+  });
+
+  it('finds in the rollups the templated endpoints that the scan finds as sent', () => {
+    const inRollup = (template: string, key: string) => {
+      const p = rollupEndpointPattern(template);
+      if ('exact' in p) return key === p.exact;
+      return key.startsWith(p.prefix) && new RegExp(`^(?:${p.regex})$`).test(key);
+    };
+    const endpoints = [
+      '/orders/12',
+      '/orders/99?expand=items',
+      '/orders/deadbeef01/items',
+      '/orders/new',
+      '/users/me/orders',
+      '/users/42/orders',
+      '/users/me/x/orders',
+      '/v1/2024/report',
+      '/v1/7/report',
+      '/v1/abc/report',
+    ];
+    for (const template of [
+      '/orders/:id',
+      '/orders/:id/items',
+      '/orders/new',
+      '/users/:userId/orders',
+      '/v1/2024/report',
+    ]) {
+      for (const e of endpoints)
+        expect(inRollup(template, endpointTemplate(e)), `${template} ~ ${e}`).toBe(matches(template, e));
+    }
+    expect(rollupEndpointPattern('/v1/2024/report')).toEqual({ exact: '/v1/:id/report' });
   });
 });

@@ -17,13 +17,16 @@ import {
   type Page,
 } from '../query/executions.js';
 import {
+  addScannedBaseline,
   buildFactorBaselineQuery,
   buildFactorHitsQuery,
   candidatesOf,
+  emptyBaseline,
   factorsOf as factorsPassing,
   ISSUE_STATS_SQL,
   issueFactors,
   oneIssueStats,
+  wholeHours,
 } from '../query/issues.js';
 import { buildLogListQuery, executionLogWindow } from '../query/logs.js';
 import { loadConfig } from '../schemas/config.js';
@@ -394,7 +397,7 @@ interface IssuePageBody {
 }
 
 interface IssueDetailBody extends IssueItemBody {
-  commonFactors: { field: string; value: string | number | boolean }[];
+  commonFactors: { field: string; value: string | number | boolean; baselineShare: number }[];
   representativeExecution: { executionId: string; issueId: string | null; startedAt: string } | null;
   recentActivity: unknown[];
 }
@@ -535,6 +538,8 @@ interface SampledIssue {
   /** What the raw statements answered: the baseline's size and the common factors (`field=value`, sorted). */
   baseline: number;
   expectedFactors: string[];
+  /** `field=value: baselineShare` of each, to check the rollups' counts against the scan's exactly. */
+  expectedShares: string[];
 }
 
 /** The raw statements of one issue's detail: its statistics, then its common factors over its window. */
@@ -546,8 +551,8 @@ async function sampleIssue(b: IssueBench, rank: number): Promise<SampledIssue> {
   });
   if (!stats) throw new Error(`issue ${o.issueId}: no failures rows`);
   const lastSeen = Math.max(o.lastStartedAt, Number(stats.last_ms));
-  const from = lastSeen - FACTOR_WINDOW_MS;
-  const to = lastSeen + 1;
+  // The route's window, whole hours (query/issues.ts).
+  const { from, to } = wholeHours(lastSeen - FACTOR_WINDOW_MS, lastSeen + 1);
   const m = b.marker;
   const files = await listPartitionFiles(b.dataDir, 'executions', m.workspaceId, m.mode, from, to);
   const q = {
@@ -566,17 +571,19 @@ async function sampleIssue(b: IssueBench, rank: number): Promise<SampledIssue> {
   const first = candidatesOf(await b.rawEngine.all(hitsStatement.sql, hitsStatement.params), hits.keys);
   const baseline = buildFactorBaselineQuery(q, first.candidates, available);
   const baselineStatement = { sql: baseline.sql, params: { ...baseline.params, files } };
-  const [base] = await b.rawEngine.all(baselineStatement.sql, baselineStatement.params);
-  const baseRows = Number(base?.base ?? 0);
-  const expected = factorsPassing(first.candidates, first.hits, baseRows, (i) =>
-    Number(base?.[`c${i}`] ?? 0),
+  // A scan of every executions file (the rollups are what is measured).
+  const base = addScannedBaseline(
+    emptyBaseline(first.candidates.length),
+    await b.rawEngine.all(baselineStatement.sql, baselineStatement.params),
   );
+  const expected = factorsPassing(first.candidates, first.hits, base.base, (i) => base.counts[i]!);
   return {
     rank,
     occurrences: o,
     factors: [hitsStatement, baselineStatement],
-    baseline: baseRows,
+    baseline: base.base,
     expectedFactors: expected.map((f) => `${f.field}=${String(f.value)}`).sort(),
+    expectedShares: expected.map((f) => `${f.field}=${String(f.value)}: ${f.baselineShare}`).sort(),
   };
 }
 
@@ -646,6 +653,9 @@ async function verifyIssues(b: IssueBench, sample: SampledIssue[]): Promise<void
       fail(
         `${id}: common factors ${factors.join(', ')}; the raw statement gives ${s.expectedFactors.join(', ')}`,
       );
+    const shares = d.commonFactors.map((f) => `${f.field}=${String(f.value)}: ${f.baselineShare}`).sort();
+    if (shares.join() !== s.expectedShares.join())
+      fail(`${id}: baseline shares ${shares.join(', ')}; the raw scan gives ${s.expectedShares.join(', ')}`);
     if (d.recentActivity.length === 0) fail(`${id}: no activity (every issue has its created event)`);
   }
 }

@@ -724,6 +724,23 @@ async function parquetFiles(dir: string): Promise<{ files: number; bytes: number
   return { files, bytes };
 }
 
+/**
+ * As the service's compactor, single-threaded; `now` past the newest hour so every hour counts as ended and is
+ * merged into one sorted, deduplicated file; no grace period, as no reader is running.
+ */
+async function compactAsTheService(dataDir: string, toMs: number) {
+  const engine = await QueryEngine.open(dataDir, 1);
+  try {
+    return await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 0,
+      now: Math.floor((toMs - 1) / HOUR_MS) * HOUR_MS + HOUR_MS,
+    });
+  } finally {
+    engine.close();
+  }
+}
+
 export interface PrepareOptions {
   /** Rows per BatchWriter.write (one commit). */
   batchRows: number;
@@ -741,8 +758,12 @@ export async function prepareDataset(
 ): Promise<{ marker: DatasetMarker; reused: boolean }> {
   await fs.mkdir(dataDir, { recursive: true });
   const existing = await readMarker(dataDir);
-  if (existing?.complete && existing.version === DATASET_VERSION && sameParams(existing.params, params))
+  if (existing?.complete && existing.version === DATASET_VERSION && sameParams(existing.params, params)) {
+    // A compaction pass brings a dataset of an earlier build up to this one's (files it adds beside the merged
+    // ones, such as rollups); it does nothing to one that is.
+    await compactAsTheService(dataDir, existing.toMs);
     return { marker: existing, reused: true };
+  }
   if (existing) {
     // Ours (the marker says so) but for other parameters, or left half-written: start over.
     for (const name of await fs.readdir(dataDir))
@@ -837,20 +858,8 @@ export async function prepareDataset(
   const generationS = (performance.now() - started) / 1000;
   opts.onProgress?.(params.executions, params.executions, generationS);
 
-  // As the service's compactor, single-threaded; `now` past the newest hour so every hour counts as ended
-  // and is merged into one sorted, deduplicated file; no grace period, as no reader is running.
   const compactionStart = performance.now();
-  const engine = await QueryEngine.open(dataDir, 1);
-  let compaction: Awaited<ReturnType<typeof runCompaction>>;
-  try {
-    compaction = await runCompaction(engine, dataDir, {
-      minFiles: 2,
-      graceMs: 0,
-      now: Math.floor((toMs - 1) / HOUR_MS) * HOUR_MS + HOUR_MS,
-    });
-  } finally {
-    engine.close();
-  }
+  const compaction = await compactAsTheService(dataDir, toMs);
   const compactionS = (performance.now() - compactionStart) / 1000;
   const after = await parquetFiles(path.join(dataDir, 'executions'));
   const logsAfter = await parquetFiles(path.join(dataDir, 'logs'));

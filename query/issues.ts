@@ -1,7 +1,7 @@
 import type { Mode } from '../schemas/records.js';
 import { contextColumn } from '../storage/context-columns.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listPartitionFiles, listRollupsAndFiles } from '../storage/layout.js';
+import { listPartitionFiles, listSidecarsAndFiles } from '../storage/layout.js';
 import {
   bucketDurationMs,
   DURATION_BAND_SQL,
@@ -521,7 +521,7 @@ export async function issueFactors(
   if (q.services.length === 0 || q.endpoints.length === 0) return evidence;
   const [failures, executions] = await Promise.all([
     listPartitionFiles(dataDir, 'failures', scope.workspaceId, scope.mode, q.from, q.to),
-    listRollupsAndFiles(dataDir, scope.workspaceId, scope.mode, q.from, q.to),
+    listSidecarsAndFiles('rollups', dataDir, scope.workspaceId, scope.mode, q.from, q.to),
   ]);
   if (failures.length === 0) return evidence;
   // The issue's own executions from their failures rows (sorted by issue once their hour is compacted).
@@ -536,11 +536,11 @@ export async function issueFactors(
   const baseline = emptyBaseline(first.candidates.length);
   await Promise.all([
     (async () => {
-      if (executions.rollups.length === 0) return;
+      if (executions.sidecars.length === 0) return;
       const built = buildRollupBaselineQuery(q, first.candidates);
       addRolledUpBaseline(
         baseline,
-        await engine.all(built.sql, { ...built.params, rollups: executions.rollups }),
+        await engine.all(built.sql, { ...built.params, rollups: executions.sidecars }),
       );
     })(),
     (async () => {

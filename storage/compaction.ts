@@ -20,7 +20,7 @@ import {
   visibleFiles,
   writeManifest,
 } from './manifest.js';
-import { rollupName, writeRollup } from './rollup.js';
+import { EXECUTION_SIDECARS } from './sidecars.js';
 
 /**
  * Merges a partition's small files into one, sorted for pruning and, for executions, deduplicated by
@@ -230,15 +230,17 @@ export async function compactPartition(
       throw err;
     }
     const byIdKept = Object.entries(manifest.byId ?? {}).filter(([n]) => !inputs.includes(n));
-    const rollupsKept = Object.entries(manifest.rollups ?? {}).filter(([n]) => !inputs.includes(n));
     next = {
       version: manifest.version + 1,
       live: [...manifest.live.filter((n) => !inputs.includes(n)), out],
       replaced: [...manifest.replaced, ...inputs.map((name) => ({ name, at: now }))],
       deleted: manifest.deleted,
       byId: Object.fromEntries(byId ? [...byIdKept, [out, byId]] : byIdKept),
-      ...(rollupsKept.length > 0 ? { rollups: Object.fromEntries(rollupsKept) } : {}),
     };
+    for (const { field } of EXECUTION_SIDECARS) {
+      const kept = Object.entries(manifest[field] ?? {}).filter(([n]) => !inputs.includes(n));
+      if (kept.length > 0) next[field] = Object.fromEntries(kept);
+    }
     await writeManifest(dir, next);
     await changedHours([[dir, hourStart]]);
     compacted = inputs.length;
@@ -264,9 +266,9 @@ export async function compactPartition(
       await changedHours([[dir, hourStart]]);
     }
   }
-  let rollupError: unknown;
+  let sidecarError: unknown;
   if (dataset === 'executions')
-    ({ manifest: next, error: rollupError } = await addRollups(
+    ({ manifest: next, error: sidecarError } = await addSidecars(
       engine,
       dir,
       hourStart,
@@ -279,7 +281,7 @@ export async function compactPartition(
     for (const r of expired) {
       await fs.rm(path.join(dir, r.name), { force: true });
       await fs.rm(legacyIdIndexPath(path.join(dir, r.name)), { force: true });
-      await fs.rm(path.join(dir, rollupName(r.name)), { force: true });
+      for (const kind of EXECUTION_SIDECARS) await fs.rm(path.join(dir, kind.name(r.name)), { force: true });
       for (const part of byIdPartsOf(r.name, names)) await fs.rm(path.join(dir, part), { force: true });
     }
     next = {
@@ -290,46 +292,45 @@ export async function compactPartition(
     };
     await writeManifest(dir, next);
   }
-  // Reported once the replaced files are gone: a rollup that keeps failing must not hold back their deletion.
-  if (rollupError !== undefined) throw rollupError;
+  // Reported once the replaced files are gone: a sidecar that keeps failing must not hold back their deletion.
+  if (sidecarError !== undefined) throw sidecarError;
   return { compacted, deleted: expired.length };
 }
 
 /**
- * Gives every live compacted executions file without a baseline rollup one (storage/rollup.ts), running merges'
- * files included: only the hour's few small pipeline files are then left for the common factors to scan. Made after
- * the merge's manifest swap, so until it is named readers scan the file itself (slower, the same counts). A file
- * whose rollup fails stays without one (the next pass tries again), and the first error is answered beside the
- * manifest that names the others.
+ * Gives every live compacted executions file the sidecars it lacks (storage/sidecars.ts: the baseline and
+ * per-minute rollups), running merges' files included: only the hour's few small pipeline files are then left for
+ * queries to scan. Made after the merge's manifest swap, so until one is named readers scan the file itself
+ * (slower, the same answers). A sidecar that fails is left out (the next pass tries again), and the first error is
+ * answered beside the manifest that names the others.
  */
-async function addRollups(
+async function addSidecars(
   engine: QueryEngine,
   dir: string,
   hourStart: number,
   manifest: Manifest,
   codec: CompactionCodec,
 ): Promise<{ manifest: Manifest; error: unknown }> {
-  const missing = manifest.live.filter((n) => manifest.rollups?.[n] === undefined);
-  const made: [string, string][] = [];
+  const next: Manifest = { ...manifest };
+  let made = 0;
   let error: unknown;
-  for (const name of missing) {
-    const target = path.join(dir, rollupName(name));
-    try {
-      await writeRollup(engine, path.join(dir, name), target, codec);
-      await fsyncFile(target);
-      made.push([name, rollupName(name)]);
-    } catch (err) {
-      error ??= err;
-      await fs.rm(target, { force: true });
+  for (const kind of EXECUTION_SIDECARS) {
+    for (const name of manifest.live.filter((n) => manifest[kind.field]?.[n] === undefined)) {
+      const target = path.join(dir, kind.name(name));
+      try {
+        await kind.write(engine, path.join(dir, name), target, codec);
+        await fsyncFile(target);
+        next[kind.field] = { ...next[kind.field], [name]: kind.name(name) };
+        made++;
+      } catch (err) {
+        error ??= err;
+        await fs.rm(target, { force: true });
+      }
     }
   }
-  if (made.length === 0) return { manifest, error };
+  if (made === 0) return { manifest, error };
   await fsyncDir(dir);
-  const next = {
-    ...manifest,
-    version: manifest.version + 1,
-    rollups: { ...manifest.rollups, ...Object.fromEntries(made) },
-  };
+  next.version = manifest.version + 1;
   await writeManifest(dir, next);
   await changedHours([[dir, hourStart]]);
   return { manifest: next, error };

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { DatasetName } from './datasets.js';
 import { READER_FRESH_MS, readGeneration } from './generation.js';
 import { readManifest, visibleFiles } from './manifest.js';
+import type { SidecarField } from './sidecars.js';
 
 /**
  * Where files live: DATA_DIR/<dataset>/ws=<id>/mode=<m>/date=YYYY-MM-DD/hour=HH/<writer>-<commit>.parquet.
@@ -58,12 +59,12 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
   }
 }
 
-/** An hour partition's committed files, and the baseline rollups (storage/rollup.ts) some of them have. */
+/** An hour partition's committed files, and the sidecars (storage/sidecars.ts) some of them have. */
 interface HourFiles {
   start: number;
   files: string[];
-  /** Data file path → its rollup's path. */
-  rollups: Map<string, string>;
+  /** Per sidecar field, data file path → its sidecar's path. */
+  sidecars: Record<SidecarField, Map<string, string>>;
 }
 
 /** The committed files of each hour partition of a mode directory that starts in [fromMs, toMs), in time order. */
@@ -89,12 +90,14 @@ async function listHours(base: string, fromMs: number, toMs: number): Promise<Ho
           const manifest = await readManifest(dir);
           const names = await readdirOrEmpty(dir);
           const visible = visibleFiles(names, manifest).sort();
-          const rollups = new Map<string, string>();
-          for (const f of visible) {
-            const rollup = manifest?.rollups?.[f];
-            if (rollup !== undefined) rollups.set(path.join(dir, f), path.join(dir, rollup));
+          const sidecars = { rollups: new Map<string, string>(), minutes: new Map<string, string>() };
+          for (const field of Object.keys(sidecars) as SidecarField[]) {
+            for (const f of visible) {
+              const name = manifest?.[field]?.[f];
+              if (name !== undefined) sidecars[field].set(path.join(dir, f), path.join(dir, name));
+            }
           }
-          return { start: h.start, files: visible.map((f) => path.join(dir, f)), rollups };
+          return { start: h.start, files: visible.map((f) => path.join(dir, f)), sidecars };
         }),
       );
     }),
@@ -173,23 +176,27 @@ export async function listPartitionFiles(
 }
 
 /**
- * The committed files of the hour partitions that overlap [fromMs, toMs), split into the baseline rollups of those
- * that have one and the files without (to be read themselves).
+ * The committed executions files of the hour partitions that overlap [fromMs, toMs), split into those with a
+ * sidecar of `field` (with it) and those without, to be read themselves.
  */
-export async function listRollupsAndFiles(
+export async function listSidecarsAndFiles(
+  field: SidecarField,
   dataDir: string,
   workspaceId: string,
   mode: string,
   fromMs: number,
   toMs: number,
-): Promise<{ rollups: string[]; files: string[] }> {
+): Promise<{ sidecars: string[]; covered: string[]; files: string[] }> {
   const hours = await listPartitionHours(dataDir, 'executions', workspaceId, mode, fromMs, toMs);
-  const out = { rollups: [] as string[], files: [] as string[] };
+  const out = { sidecars: [] as string[], covered: [] as string[], files: [] as string[] };
   for (const h of hours) {
     for (const f of h.files) {
-      const rollup = h.rollups.get(f);
-      if (rollup !== undefined) out.rollups.push(rollup);
-      else out.files.push(f);
+      const sidecar = h.sidecars[field].get(f);
+      if (sidecar === undefined) out.files.push(f);
+      else {
+        out.sidecars.push(sidecar);
+        out.covered.push(f);
+      }
     }
   }
   return out;

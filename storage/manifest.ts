@@ -28,6 +28,8 @@ export interface Manifest {
   byId?: Record<string, ByIdPart[]>;
   /** Per live executions file with a baseline rollup (storage/rollup.ts), the rollup's file name. */
   rollups?: Record<string, string>;
+  /** Per live executions file with a per-minute rollup (storage/minutes.ts), its file name. */
+  minutes?: Record<string, string>;
 }
 
 /** A part of a by-id copy and the execution ids it holds (null bounds: unknown, any id may be there). */

@@ -4,14 +4,14 @@ import { DATASET_NAMES } from './datasets.js';
 import { GENERATION_TMP_SUFFIX } from './generation.js';
 import { TMP_SUFFIX } from './layout.js';
 import { byIdDataName, byIdTempDir } from './manifest.js';
-import { rollupDataName } from './rollup.js';
+import { sidecarDataName } from './sidecars.js';
 
 const BY_ID_TEMP_SUFFIX = byIdTempDir('');
 const LEGACY_INDEX_SUFFIX = '.parquet.ids';
 
 /**
  * Removes temporary files that nothing will ever rename: Parquet files left by a writer that died before its
- * journal entry, or by a compaction that died before its manifest swap (with its by-id parts and rollup, or the
+ * journal entry, or by a compaction that died before its manifest swap (with its by-id parts and sidecars, or the
  * directory DuckDB was writing them into). Run after journal recovery (which renames every committed one).
  * Only files older than `minAgeMs` go, so a live writer's file in progress is never touched.
  */
@@ -46,11 +46,11 @@ export async function removeOrphanTempFiles(
         }
       } else if (e.isDirectory() && depth < 4) await walk(p, depth + 1);
       else if (e.isFile()) {
-        // A by-id part or a rollup (or an earlier version's id index) is an orphan only when its data file never
+        // A by-id part or a sidecar (or an earlier version's id index) is an orphan only when its data file never
         // made it.
         const data =
           byIdDataName(e.name) ??
-          rollupDataName(e.name) ??
+          sidecarDataName(e.name) ??
           (e.name.endsWith(LEGACY_INDEX_SUFFIX) ? e.name.slice(0, -'.ids'.length) : null);
         const orphan =
           data !== null

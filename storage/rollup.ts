@@ -23,11 +23,6 @@ import type { QueryEngine } from './duckdb.js';
 
 export const ROLLUP_SUFFIX = '.rollup';
 export const rollupName = (dataName: string) => `${dataName}${ROLLUP_SUFFIX}`;
-/** The data file a rollup belongs to, or null when `name` is not one. */
-export const rollupDataName = (name: string): string | null =>
-  name.endsWith(ROLLUP_SUFFIX) && name.length > ROLLUP_SUFFIX.length
-    ? name.slice(0, -ROLLUP_SUFFIX.length)
-    : null;
 
 /**
  * An id path segment, as pipeline/fingerprint.ts's endpointTemplate sees one: digits, hex of 8 or more, a UUID.
@@ -38,9 +33,9 @@ export const ID_SEGMENT =
 /** The placeholder of an id segment in an endpoint template. */
 export const ID_PLACEHOLDER = ':id';
 
-/** In SQL, endpointTemplate of the `endpoint` column (without request.route, which executions do not keep). */
-export const ENDPOINT_TEMPLATE_SQL = `array_to_string(list_transform(
-    string_split(regexp_replace(endpoint, '[?#].*$', ''), '/'),
+/** In SQL, endpointTemplate of the column `col` (without request.route, which executions do not keep). */
+export const endpointTemplateSql = (col: string) => `array_to_string(list_transform(
+    string_split(regexp_replace(${col}, '[?#].*$', ''), '/'),
     x -> CASE WHEN regexp_full_match(x, '${ID_SEGMENT}') THEN '${ID_PLACEHOLDER}' ELSE x END), '/')`;
 
 /** Histogram buckets 2 % wide: bucket b holds the durations d with round(ln(1 + d) / ln(1.02)) = b. */
@@ -98,7 +93,7 @@ export function rollupSql(columns: ReadonlySet<string>): string {
     ),
   ];
   return `WITH r AS MATERIALIZED (
-  SELECT service, ${ENDPOINT_TEMPLATE_SQL} AS endpoint, environment, method, status_code,
+  SELECT service, ${endpointTemplateSql('endpoint')} AS endpoint, environment, method, status_code,
     ${DURATION_BAND_SQL} AS band, ${DURATION_BUCKET_SQL} AS bucket${ctx}
   FROM read_parquet($file, hive_partitioning = false)
   WHERE outcome = 'success'

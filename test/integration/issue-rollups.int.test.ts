@@ -3,8 +3,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointTemplate } from '../../pipeline/fingerprint.js';
 import { QueryEngine } from '../../storage/duckdb.js';
-import { listRollupsAndFiles } from '../../storage/layout.js';
-import { DENSE_VALUES, ENDPOINT_TEMPLATE_SQL } from '../../storage/rollup.js';
+import { listSidecarsAndFiles } from '../../storage/layout.js';
+import { DENSE_VALUES, endpointTemplateSql } from '../../storage/rollup.js';
 import { eventually, execution, ingest, startStack, type TestStack, tempDir } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
 
@@ -73,7 +73,7 @@ describe('baseline rollups', () => {
       '/v2/users/me',
     ];
     const rows = await engine.all(
-      `SELECT e, ${ENDPOINT_TEMPLATE_SQL} AS t FROM (SELECT unnest($endpoints) AS e, unnest($endpoints) AS endpoint)`,
+      `SELECT e, ${endpointTemplateSql('endpoint')} AS t FROM (SELECT unnest($endpoints) AS e, unnest($endpoints) AS endpoint)`,
       { endpoints },
     );
     expect(Object.fromEntries(rows.map((r) => [r.e, r.t]))).toEqual(
@@ -139,7 +139,7 @@ describe('baseline rollups', () => {
     const id = list.data[0]!.id;
 
     const scope = [stack.config.dataDir, u.workspaceId, 'test', hour, hour + HOUR] as const;
-    expect((await listRollupsAndFiles(...scope)).rollups).toEqual([]);
+    expect((await listSidecarsAndFiles('rollups', ...scope)).sidecars).toEqual([]);
     const scanned = await detailOf(u, id);
     expect(byName(scanned)).toMatchObject({
       'context.customer.id=cus_7': { issueShare: 1, baselineShare: 2 / 300 },
@@ -148,8 +148,8 @@ describe('baseline rollups', () => {
     });
 
     await stack.service.pipeline!.compact();
-    const compacted = await listRollupsAndFiles(...scope);
-    expect(compacted.rollups).toHaveLength(1);
+    const compacted = await listSidecarsAndFiles('rollups', ...scope);
+    expect(compacted.sidecars).toHaveLength(1);
     expect(compacted.files).toEqual([]);
     const rolledUp = await detailOf(u, id);
     expect(rolledUp.commonFactors).toEqual(scanned.commonFactors);
@@ -160,7 +160,7 @@ describe('baseline rollups', () => {
     const kinds = await engine.all(
       `SELECT field, max(kind)::INTEGER AS kind, sum(count)::INTEGER AS n
        FROM read_parquet($rollups) WHERE service = 'checkout' AND endpoint = '/orders/:id' GROUP BY field ORDER BY field`,
-      { rollups: compacted.rollups },
+      { rollups: compacted.sidecars },
     );
     expect(Object.fromEntries(kinds.map((r) => [r.field, [r.kind, r.n]]))).toMatchObject({
       '': [0, 300],
@@ -182,8 +182,8 @@ describe('baseline rollups', () => {
         }),
       ),
     );
-    const mixed = await listRollupsAndFiles(...scope);
-    expect(mixed.rollups).toHaveLength(1);
+    const mixed = await listSidecarsAndFiles('rollups', ...scope);
+    expect(mixed.sidecars).toHaveLength(1);
     expect(mixed.files).toHaveLength(1);
     expect(byName(await detailOf(u, id))).toMatchObject({
       'context.customer.id=cus_7': { issueShare: 1, baselineShare: 32 / 330 },
@@ -192,16 +192,16 @@ describe('baseline rollups', () => {
 
     // Merged again with the hour: one file, one rollup, the same answer; the replaced rollup is gone.
     await stack.service.pipeline!.compact();
-    const again = await listRollupsAndFiles(...scope);
-    expect(again.rollups).toHaveLength(1);
+    const again = await listSidecarsAndFiles('rollups', ...scope);
+    expect(again.sidecars).toHaveLength(1);
     expect(again.files).toEqual([]);
     expect(byName(await detailOf(u, id))).toMatchObject({
       'context.customer.id=cus_7': { baselineShare: 32 / 330 },
     });
     await stack.service.pipeline!.compact();
-    const dir = path.dirname(again.rollups[0]!);
+    const dir = path.dirname(again.sidecars[0]!);
     expect((await fs.readdir(dir)).filter((n) => n.endsWith('.rollup'))).toEqual([
-      path.basename(again.rollups[0]!),
+      path.basename(again.sidecars[0]!),
     ]);
   });
 });

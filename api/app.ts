@@ -12,6 +12,7 @@ import { ingestToolRoutes } from './routes/ingest-tools.js';
 import { issueRoutes } from './routes/issues.js';
 import { keyRoutes } from './routes/keys.js';
 import { logRoutes } from './routes/logs.js';
+import { metricRoutes } from './routes/metrics.js';
 import { operationsRoutes } from './routes/operations.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
@@ -62,6 +63,7 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     executionRoutes,
     logRoutes,
     issueRoutes,
+    metricRoutes,
   ]) {
     await app.register(routes(ctx));
   }

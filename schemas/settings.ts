@@ -56,6 +56,8 @@ export const healthThresholdsSchema = z
     'critical thresholds must be at or above degraded ones',
   );
 
+export type HealthThresholds = z.infer<typeof healthThresholdsSchema>;
+
 export const DEFAULT_HEALTH_THRESHOLDS = {
   degraded: { failureRate: 0.05, p95Ms: 1000 },
   critical: { failureRate: 0.2, p95Ms: 5000 },

@@ -74,12 +74,17 @@ export class QueryEngine {
     else this.#idle.push(c);
   }
 
-  /** Runs one statement with named parameters ($name) and returns its rows as plain JS values. */
+  /**
+   * Runs one statement with named parameters ($name) and returns its rows as plain JS values. Parameters the
+   * statement does not name are left out (DuckDB refuses them), so builders can share one set.
+   */
   async all(sql: string, params: Record<string, SqlParam> = {}): Promise<Row[]> {
     if (this.#closed) throw new QueryEngineError('query engine is closed');
     const values: Record<string, DuckDBValue> = {};
     const types: Record<string, DuckDBType | undefined> = {};
+    const named = new Set(Array.from(sql.matchAll(/\$([A-Za-z_]\w*)/g), (m) => m[1]!));
     for (const [k, v] of Object.entries(params)) {
+      if (!named.has(k)) continue;
       const t = toDuckValue(v);
       values[k] = t.value;
       if (t.type) types[k] = t.type;

@@ -1,0 +1,321 @@
+import { validationError } from '../schemas/errors.js';
+import type { HealthThresholds } from '../schemas/settings.js';
+import type { QueryEngine } from '../storage/duckdb.js';
+import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
+import { type AggregateQuery, aggregate, type Cell, type GroupField, type MetricFilter } from './metrics.js';
+
+/**
+ * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8), from the cells of
+ * query/metrics.ts. Percentiles always come from the latency sketches (`"percentiles": "sketch"`, within 1 %).
+ */
+
+export const INTERVALS = {
+  '1m': 60_000,
+  '5m': 300_000,
+  '15m': 900_000,
+  '1h': 3_600_000,
+  '1d': 86_400_000,
+} as const;
+export type Interval = keyof typeof INTERVALS;
+const INTERVAL_NAMES = Object.keys(INTERVALS) as Interval[];
+const DEFAULT_MAX_POINTS = 300;
+const MAX_POINTS = 1500;
+const TOP_GROUPS = 10;
+export const OTHER_GROUP = '__other__';
+const MINUTE_MS = 60_000;
+
+export const TIMESERIES_METRICS = [
+  'requests',
+  'failures',
+  'failure_rate',
+  'throughput',
+  'latency_avg',
+  'latency_p50',
+  'latency_p95',
+  'latency_p99',
+] as const;
+export type TimeseriesMetric = (typeof TIMESERIES_METRICS)[number];
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The buckets' starts: UTC multiples of the interval, the first holding `from`, the last starting before `to`. */
+export function bucketStarts(from: number, to: number, intervalMs: number): number[] {
+  const out: number[] = [];
+  for (let t = Math.floor(from / intervalMs) * intervalMs; t < to; t += intervalMs) out.push(t);
+  return out;
+}
+
+const pointCount = (from: number, to: number, intervalMs: number) =>
+  Math.ceil((to - Math.floor(from / intervalMs) * intervalMs) / intervalMs);
+
+/**
+ * The interval asked for, checked (at most MAX_POINTS points, else a VALIDATION_ERROR naming a coarser one that
+ * fits), or the default: the finest giving at most 300 points, else `1d`.
+ */
+export function resolveInterval(from: number, to: number, asked: Interval | undefined): Interval {
+  if (asked === undefined)
+    return INTERVAL_NAMES.find((i) => pointCount(from, to, INTERVALS[i]) <= DEFAULT_MAX_POINTS) ?? '1d';
+  const points = pointCount(from, to, INTERVALS[asked]);
+  if (points > MAX_POINTS) {
+    const coarser = INTERVAL_NAMES.find((i) => pointCount(from, to, INTERVALS[i]) <= MAX_POINTS);
+    const hint = coarser ? `; use ${coarser} or coarser` : '; narrow from/to';
+    throw validationError(`interval ${asked} gives ${points} points, more than ${MAX_POINTS}${hint}`, [
+      { path: 'interval', message: `${points} points, at most ${MAX_POINTS}${hint}` },
+    ]);
+  }
+  return asked;
+}
+
+interface Latency {
+  avg: number | null;
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+function latencyOf(c: Pick<Cell, 'requests' | 'durationSum' | 'sketch'>): Latency {
+  const [p50, p95, p99] = sketchQuantiles(sketchOfMap(c.sketch), [0.5, 0.95, 0.99]);
+  return {
+    avg: c.requests > 0 ? c.durationSum / c.requests : null,
+    p50: p50 ?? null,
+    p95: p95 ?? null,
+    p99: p99 ?? null,
+  };
+}
+
+export type Health = 'healthy' | 'degraded' | 'critical';
+
+/** Either figure at or over a level reaches it. */
+export function healthOf(failureRate: number, p95: number | null, t: HealthThresholds): Health {
+  const reaches = (level: HealthThresholds['degraded']) =>
+    failureRate >= level.failureRate || (p95 !== null && p95 >= level.p95Ms);
+  return reaches(t.critical) ? 'critical' : reaches(t.degraded) ? 'degraded' : 'healthy';
+}
+
+const shifted = (f: MetricFilter): MetricFilter => ({ ...f, from: 2 * f.from - f.to, to: f.from });
+
+/** Adds cell `c`'s figures into `into`. */
+function addCell(into: Cell, c: Cell): void {
+  into.requests += c.requests;
+  into.failed += c.failed;
+  into.durationSum += c.durationSum;
+  mergeInto(into.sketch, sketchOfMap(c.sketch));
+}
+
+const emptyCell = (t: number, group: (string | null)[]): Cell => ({
+  t,
+  group,
+  requests: 0,
+  failed: 0,
+  durationSum: 0,
+  sketch: new Map(),
+});
+
+// ---- overview ----
+
+export async function overview(
+  engine: QueryEngine,
+  dataDir: string,
+  filter: MetricFilter,
+  thresholds: HealthThresholds,
+) {
+  const minutes = (filter.to - filter.from) / MINUTE_MS;
+  const q = (f: MetricFilter): AggregateQuery => ({
+    filter: f,
+    intervalMs: null,
+    groupBy: ['service'],
+    sketches: true,
+  });
+  const [now, before] = await Promise.all([
+    aggregate(engine, dataDir, q(filter)),
+    aggregate(engine, dataDir, q(shifted(filter))),
+  ]);
+  const figures = (c: Cell) => ({
+    requests: c.requests,
+    throughputPerMin: c.requests / minutes,
+    failed: c.failed,
+    failureRate: c.requests > 0 ? c.failed / c.requests : 0,
+    latency: latencyOf(c),
+  });
+  const previous = new Map(before.map((c) => [c.group[0], c]));
+  const services = now
+    .sort((a, b) => b.requests - a.requests || String(a.group[0]).localeCompare(String(b.group[0])))
+    .map((c) => {
+      const f = figures(c);
+      return {
+        service: c.group[0] as string,
+        ...f,
+        health: healthOf(f.failureRate, f.latency.p95, thresholds),
+        previous: figures(previous.get(c.group[0]) ?? emptyCell(0, c.group)),
+      };
+    });
+  return { from: iso(filter.from), to: iso(filter.to), percentiles: 'sketch' as const, services };
+}
+
+// ---- timeseries ----
+
+function metricValue(metric: TimeseriesMetric, c: Cell, intervalMs: number): number | null {
+  switch (metric) {
+    case 'requests':
+      return c.requests;
+    case 'failures':
+      return c.failed;
+    case 'throughput':
+      return c.requests / (intervalMs / MINUTE_MS);
+    case 'failure_rate':
+      return c.requests > 0 ? c.failed / c.requests : null;
+    case 'latency_avg':
+      return c.requests > 0 ? c.durationSum / c.requests : null;
+    case 'latency_p50':
+      return latencyOf(c).p50;
+    case 'latency_p95':
+      return latencyOf(c).p95;
+    case 'latency_p99':
+      return latencyOf(c).p99;
+  }
+}
+
+interface Series {
+  group: Record<string, string | null>;
+  points: { t: string; value: number | null }[];
+}
+
+/**
+ * Per group, a point for every bucket. With `groupBy`, the groups are the top 10 by requests over the range and
+ * one `__other__` for the rest; `keep` (the current period's groups, for the previous one) fixes them instead.
+ */
+function seriesOf(
+  cells: Cell[],
+  metric: TimeseriesMetric,
+  groupBy: GroupField | undefined,
+  starts: number[],
+  intervalMs: number,
+  keep?: readonly (string | null)[],
+): { series: Series[]; groups: readonly (string | null)[] } {
+  const totals = new Map<string | null, number>();
+  for (const c of cells) totals.set(c.group[0] ?? null, (totals.get(c.group[0] ?? null) ?? 0) + c.requests);
+  const ranked = [...totals]
+    .sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0])))
+    .map(([g]) => g);
+  const groups = groupBy === undefined ? [null] : (keep ?? ranked.slice(0, TOP_GROUPS));
+  const kept = new Set(groups);
+  const hasOther = groupBy !== undefined && ranked.some((g) => !kept.has(g));
+  const keys = hasOther ? [...groups, OTHER_GROUP] : groups;
+  const byGroup = new Map(keys.map((g) => [g, new Map<number, Cell>()]));
+  for (const c of cells) {
+    const g =
+      groupBy === undefined ? null : kept.has(c.group[0] ?? null) ? (c.group[0] ?? null) : OTHER_GROUP;
+    const at = byGroup.get(g)!;
+    const cell = at.get(c.t) ?? emptyCell(c.t, [g]);
+    addCell(cell, c);
+    at.set(c.t, cell);
+  }
+  const series = keys.map((g) => ({
+    group: groupBy === undefined ? {} : { [groupBy]: g },
+    points: starts.map((t) => ({
+      t: iso(t),
+      value: metricValue(metric, byGroup.get(g)!.get(t) ?? emptyCell(t, [g]), intervalMs),
+    })),
+  }));
+  return { series, groups };
+}
+
+export interface TimeseriesInput {
+  filter: MetricFilter;
+  metric: TimeseriesMetric;
+  interval: Interval;
+  groupBy?: GroupField;
+  compare: boolean;
+}
+
+export async function timeseries(engine: QueryEngine, dataDir: string, i: TimeseriesInput) {
+  const intervalMs = INTERVALS[i.interval];
+  const sketches = i.metric.startsWith('latency_p');
+  const q = (f: MetricFilter): AggregateQuery => ({
+    filter: f,
+    intervalMs,
+    groupBy: i.groupBy ? [i.groupBy] : [],
+    sketches,
+  });
+  const previousFilter = shifted(i.filter);
+  const [now, before] = await Promise.all([
+    aggregate(engine, dataDir, q(i.filter)),
+    i.compare ? aggregate(engine, dataDir, q(previousFilter)) : Promise.resolve(null),
+  ]);
+  const current = seriesOf(
+    now,
+    i.metric,
+    i.groupBy,
+    bucketStarts(i.filter.from, i.filter.to, intervalMs),
+    intervalMs,
+  );
+  const answer = {
+    metric: i.metric,
+    interval: i.interval,
+    percentiles: 'sketch' as const,
+    from: iso(i.filter.from),
+    to: iso(i.filter.to),
+    series: current.series,
+  };
+  if (!before) return answer;
+  const previous = seriesOf(
+    before,
+    i.metric,
+    i.groupBy,
+    bucketStarts(previousFilter.from, previousFilter.to, intervalMs),
+    intervalMs,
+    i.groupBy ? current.groups : undefined,
+  );
+  return {
+    ...answer,
+    previous: { from: iso(previousFilter.from), to: iso(previousFilter.to), series: previous.series },
+  };
+}
+
+// ---- endpoints ----
+
+export const ENDPOINT_SORTS = ['requests', 'failure_rate', 'p95', 'p99'] as const;
+export type EndpointSort = (typeof ENDPOINT_SORTS)[number];
+
+export async function endpoints(
+  engine: QueryEngine,
+  dataDir: string,
+  filter: MetricFilter,
+  sort: EndpointSort,
+  limit: number,
+) {
+  const cells = await aggregate(engine, dataDir, {
+    filter,
+    intervalMs: null,
+    groupBy: ['service', 'method', 'endpoint'],
+    sketches: true,
+  });
+  const rows = cells.map((c) => {
+    const l = latencyOf(c);
+    return {
+      service: c.group[0] as string,
+      method: c.group[1] ?? null,
+      endpoint: c.group[2] as string,
+      requests: c.requests,
+      failureRate: c.requests > 0 ? c.failed / c.requests : 0,
+      p50: l.p50,
+      p95: l.p95,
+      p99: l.p99,
+    };
+  });
+  const key: Record<EndpointSort, (r: (typeof rows)[number]) => number> = {
+    requests: (r) => r.requests,
+    failure_rate: (r) => r.failureRate,
+    p95: (r) => r.p95 ?? Number.NEGATIVE_INFINITY,
+    p99: (r) => r.p99 ?? Number.NEGATIVE_INFINITY,
+  };
+  const data = rows
+    .sort(
+      (a, b) =>
+        key[sort](b) - key[sort](a) ||
+        b.requests - a.requests ||
+        `${a.service} ${a.method} ${a.endpoint}`.localeCompare(`${b.service} ${b.method} ${b.endpoint}`),
+    )
+    .slice(0, limit);
+  return { from: iso(filter.from), to: iso(filter.to), percentiles: 'sketch' as const, data };
+}

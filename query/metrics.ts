@@ -1,0 +1,281 @@
+import type { Mode } from '../schemas/records.js';
+import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import { listSidecarsAndFiles } from '../storage/layout.js';
+import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
+import { bucketSql } from '../storage/sketch.js';
+
+/**
+ * The read side of the execution metrics (CONTRACT §8): counts, duration sums and latency sketches per time bucket
+ * and group, from the per-minute rollups beside the merged executions files (storage/minutes.ts) and, for what they
+ * do not cover (the newest files, not merged yet, and the parts of a minute cut by `from` or `to`), from the
+ * executions themselves, folded the same way: so a figure is as fresh as the executions list and agrees with its
+ * `total` for the same range and filters.
+ *
+ * Endpoints are grouped by their template (`/orders/:id`), as issues are: grouping by the endpoint as sent would
+ * make one group per id.
+ */
+
+export type GroupField = 'service' | 'endpoint' | 'method' | 'environment' | 'outcome';
+export const GROUP_FIELDS: readonly GroupField[] = [
+  'service',
+  'endpoint',
+  'method',
+  'environment',
+  'outcome',
+];
+
+export interface MetricFilter {
+  workspaceId: string;
+  mode: Mode;
+  from: number;
+  to: number;
+  service?: string;
+  environment?: string;
+  method?: string;
+  /** As in the executions list: exact, or a prefix (`/orders/*`). */
+  endpoint?: { kind: 'eq' | 'prefix'; value: string };
+  issueId?: string;
+}
+
+export interface AggregateQuery {
+  filter: MetricFilter;
+  /** The time buckets' length (ms), aligned to UTC multiples of it; null: the whole range is one bucket. */
+  intervalMs: number | null;
+  groupBy: readonly GroupField[];
+  /** Also the latency sketches (for percentiles). */
+  sketches: boolean;
+}
+
+/** One time bucket of one group. */
+export interface Cell {
+  /** The bucket's start (ms); 0 when the whole range is one bucket. */
+  t: number;
+  /** The groupBy fields' values, in order. */
+  group: (string | null)[];
+  requests: number;
+  failed: number;
+  durationSum: number;
+  /** Latency sketch bucket → executions (storage/sketch.ts); empty when not asked for. */
+  sketch: Map<number, number>;
+}
+
+const MINUTE_MS = 60_000;
+const ID_SEGMENT_RE = new RegExp(`^${ID_SEGMENT}$`);
+
+/**
+ * Whether an endpoint filter selects, among the rollups' endpoint templates, exactly the executions it selects
+ * among endpoints as sent. Exact: when the value is its own template (no id segment, no query string), the
+ * executions sent with it are those of its template that were not templated. Prefix: when no segment it covers,
+ * nor the partial one it ends in, could be or start an id, and it holds no `:` (which `:id` could stand for) and no
+ * query string: then an endpoint starts with it exactly when its template does.
+ */
+export function rollupsCanFilter(endpoint: NonNullable<MetricFilter['endpoint']>): boolean {
+  const v = endpoint.value;
+  if (v.includes('?') || v.includes('#')) return false;
+  const segments = v.split('/');
+  if (endpoint.kind === 'eq') return !segments.some((s) => ID_SEGMENT_RE.test(s));
+  if (v.includes(':')) return false;
+  const partial = segments.pop()!;
+  if (segments.some((s) => ID_SEGMENT_RE.test(s))) return false;
+  return partial === '' || /[^0-9a-fA-F-]/.test(partial);
+}
+
+interface Part {
+  sql: string;
+  params: Record<string, SqlParam>;
+}
+
+/** The conditions of the filter (but the time range) on rollup rows (`rollup`) or on executions. */
+function filterSql(f: MetricFilter, rollup: boolean, params: Record<string, SqlParam>): string[] {
+  const where: string[] = [];
+  if (f.service !== undefined) {
+    params.service = f.service;
+    where.push('service = $service');
+  }
+  if (f.environment !== undefined) {
+    params.environment = f.environment;
+    where.push('environment = $environment');
+  }
+  if (f.method !== undefined) {
+    params.method = f.method;
+    where.push('method = $method');
+  }
+  if (f.endpoint) {
+    params.endpoint = f.endpoint.value;
+    if (f.endpoint.kind === 'prefix') where.push('starts_with(endpoint, $endpoint)');
+    else where.push(rollup ? 'endpoint = $endpoint AND NOT templated' : 'endpoint = $endpoint');
+  }
+  if (f.issueId !== undefined) {
+    params.issueId = f.issueId;
+    where.push('issue_id = $issueId');
+  }
+  return where;
+}
+
+const timeSql = (q: AggregateQuery, column: string) =>
+  q.intervalMs === null
+    ? '0::DOUBLE'
+    : `((epoch_ms(${column}) // $interval::BIGINT) * $interval::BIGINT)::DOUBLE`;
+
+const groupSql = (q: AggregateQuery, rollup: boolean) =>
+  q.groupBy.map((g, i) => `${g === 'endpoint' && !rollup ? endpointTemplateSql('endpoint') : g} AS g${i}`);
+
+/**
+ * The statement's sources: the rollups of the covered files over their whole minutes in range, the covered files
+ * themselves over the cut minutes at either end, the other files over the whole range. Each is a SELECT of
+ * `t, g0…, <measures>` grouped, `measures` given per source kind.
+ */
+async function sources(
+  dataDir: string,
+  q: AggregateQuery,
+  kind: 0 | 1,
+  measures: { rollup: string; raw: string },
+): Promise<Part[]> {
+  const f = q.filter;
+  const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
+  const useRollups =
+    listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
+  const raw = useRollups ? listed.files : [...listed.files, ...listed.covered];
+  const base: Record<string, SqlParam> = q.intervalMs === null ? {} : { interval: q.intervalMs };
+  const parts: Part[] = [];
+  const group = (rollup: boolean) => [
+    `${timeSql(q, rollup ? 'minute' : 'started_at')} AS t`,
+    ...groupSql(q, rollup),
+  ];
+  const rawPart = (files: string[], time: string, extra: Record<string, SqlParam>) => {
+    const params: Record<string, SqlParam> = { ...base, ...extra, files };
+    const where = [time, ...filterSql(f, false, params)];
+    parts.push({
+      sql: `SELECT ${group(false).join(', ')}, ${measures.raw}
+  FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
+  WHERE ${where.join(' AND ')}
+  GROUP BY ALL`,
+      params,
+    });
+  };
+  if (raw.length > 0)
+    rawPart(raw, 'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)', {
+      from: f.from,
+      to: f.to,
+    });
+  if (useRollups) {
+    const firstWhole = Math.ceil(f.from / MINUTE_MS) * MINUTE_MS;
+    const lastWhole = Math.floor(f.to / MINUTE_MS) * MINUTE_MS;
+    if (firstWhole < lastWhole) {
+      const params: Record<string, SqlParam> = {
+        ...base,
+        sidecars: listed.sidecars,
+        mFrom: firstWhole,
+        mTo: lastWhole,
+      };
+      const where = [
+        `kind = ${kind}`,
+        'minute >= epoch_ms($mFrom::BIGINT)',
+        'minute < epoch_ms($mTo::BIGINT)',
+        ...filterSql(f, true, params),
+      ];
+      parts.push({
+        sql: `SELECT ${group(true).join(', ')}, ${measures.rollup}
+  FROM read_parquet($sidecars, hive_partitioning = false)
+  WHERE ${where.join(' AND ')}
+  GROUP BY ALL`,
+        params,
+      });
+      // The cut minutes at either end, from the covered files themselves.
+      const edges: string[] = [];
+      const extra: Record<string, SqlParam> = {};
+      if (f.from < firstWhole) {
+        edges.push('(started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($firstWhole::BIGINT))');
+        Object.assign(extra, { from: f.from, firstWhole });
+      }
+      if (lastWhole < f.to) {
+        edges.push('(started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT))');
+        Object.assign(extra, { lastWhole, to: f.to });
+      }
+      if (edges.length > 0) rawPart(listed.covered, `(${edges.join(' OR ')})`, extra);
+    } else {
+      rawPart(
+        listed.covered,
+        'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
+        {
+          from: f.from,
+          to: f.to,
+        },
+      );
+    }
+  }
+  return parts;
+}
+
+/** The parts as one statement: each part's parameters renamed apart (`$p<k>_<name>`). */
+function union(parts: Part[], outer: (inner: string) => string): Part {
+  const params: Record<string, SqlParam> = {};
+  const sqls = parts.map((p, k) => {
+    for (const [name, v] of Object.entries(p.params)) params[`p${k}_${name}`] = v;
+    return p.sql.replace(/\$([A-Za-z]\w*)/g, (_, name: string) => `$p${k}_${name}`);
+  });
+  return { sql: outer(sqls.join('\nUNION ALL\n')), params };
+}
+
+const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}`)].join(', ');
+const cellKey = (t: number, group: readonly (string | null)[]) => JSON.stringify([t, ...group]);
+
+/** The cells of a query: counts and duration sums, and the sketches when asked for. */
+export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
+  const cells = new Map<string, Cell>();
+  const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
+  const countParts = await sources(dataDir, q, 0, {
+    rollup: `sum(count) AS requests, sum(count) FILTER (WHERE outcome = 'failed') AS failed, sum(dsum) AS dsum`,
+    raw: `count(*) AS requests, count(*) FILTER (WHERE outcome = 'failed') AS failed, sum(duration_ms) AS dsum`,
+  });
+  if (countParts.length === 0) return [];
+  const counts = union(
+    countParts,
+    (
+      inner,
+    ) => `SELECT ${groupCols(q)}, sum(requests)::DOUBLE AS requests, coalesce(sum(failed), 0)::DOUBLE AS failed,
+  coalesce(sum(dsum), 0)::DOUBLE AS dsum
+FROM (${inner}) GROUP BY ALL`,
+  );
+  const sketchParts = q.sketches
+    ? await sources(dataDir, q, 1, {
+        rollup: 'bucket, sum(count) AS c',
+        raw: `${bucketSql('duration_ms')} AS bucket, count(*) AS c`,
+      })
+    : [];
+  const sketches =
+    sketchParts.length > 0
+      ? union(
+          sketchParts,
+          (
+            inner,
+          ) => `SELECT ${groupCols(q)}, list(bucket ORDER BY bucket) AS buckets, list(c ORDER BY bucket) AS counts
+FROM (SELECT ${groupCols(q)}, bucket, sum(c)::DOUBLE AS c FROM (${inner}) GROUP BY ALL)
+GROUP BY ALL`,
+        )
+      : null;
+  const [countRows, sketchRows] = await Promise.all([
+    engine.all(counts.sql, counts.params),
+    sketches ? engine.all(sketches.sql, sketches.params) : Promise.resolve([] as Row[]),
+  ]);
+  for (const r of countRows) {
+    const group = groupOf(r);
+    const t = Number(r.t);
+    cells.set(cellKey(t, group), {
+      t,
+      group,
+      requests: Number(r.requests),
+      failed: Number(r.failed),
+      durationSum: Number(r.dsum),
+      sketch: new Map(),
+    });
+  }
+  for (const r of sketchRows) {
+    const cell = cells.get(cellKey(Number(r.t), groupOf(r)));
+    if (!cell) continue;
+    const buckets = r.buckets as number[];
+    const counts = r.counts as number[];
+    for (let i = 0; i < buckets.length; i++) cell.sketch.set(buckets[i]!, counts[i]!);
+  }
+  return [...cells.values()];
+}

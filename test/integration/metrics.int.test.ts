@@ -1,0 +1,345 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listSidecarsAndFiles } from '../../storage/layout.js';
+import { RELATIVE_ERROR } from '../../storage/sketch.js';
+import { execution, ingest, json, startStack, type TestStack } from '../support/env.js';
+import { call, errorCode, type SignedUp, signup } from '../support/http.js';
+
+let stack: TestStack;
+
+beforeAll(async () => {
+  // Compaction runs when a test asks for it (the timer's period is never reached).
+  stack = await startStack('metrics', { COMPACTION_INTERVAL_MS: '3600000', COMPACTION_GRACE_MS: '0' });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+const HOUR = 3_600_000;
+const MINUTE = 60_000;
+
+const send = async (u: SignedUp, body: Record<string, unknown>) => {
+  const res = await ingest(stack.service, u.testKey, body);
+  expect(res.statusCode, res.body).toBe(202);
+  await stack.service.pipeline!.drained();
+};
+
+const get = async <T = Record<string, unknown>>(u: SignedUp, url: string) => {
+  const res = await call(stack.service, 'GET', url, { token: u.session });
+  expect(res.statusCode, res.body).toBe(200);
+  return json<T>(res);
+};
+
+const totalOf = async (u: SignedUp, query: string) =>
+  (await get<{ total: number }>(u, `/api/executions?pageSize=1&${query}`)).total;
+
+/** quantile_cont: linear interpolation between the closest ranks. */
+function exactQuantile(values: number[], q: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  const rank = q * (s.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.min(lo + 1, s.length - 1);
+  return s[lo]! + (rank - lo) * (s[hi]! - s[lo]!);
+}
+
+const within = (got: number | null, exact: number) => {
+  expect(got).not.toBeNull();
+  expect(Math.abs(got! - exact)).toBeLessThanOrEqual(RELATIVE_ERROR * exact + 1e-9);
+};
+
+interface Overview {
+  percentiles: string;
+  services: {
+    service: string;
+    requests: number;
+    failed: number;
+    failureRate: number;
+    throughputPerMin: number;
+    latency: { avg: number | null; p50: number | null; p95: number | null; p99: number | null };
+    health: string;
+    previous: { requests: number; failed: number };
+  }[];
+}
+interface Timeseries {
+  interval: string;
+  percentiles: string;
+  series: { group: Record<string, string | null>; points: { t: string; value: number | null }[] }[];
+  previous?: { from: string; to: string; series: Timeseries['series'] };
+}
+interface Endpoints {
+  data: {
+    service: string;
+    method: string | null;
+    endpoint: string;
+    requests: number;
+    failureRate: number;
+    p99: number | null;
+  }[];
+}
+
+describe('execution metrics', () => {
+  it('answers from the executions, then from the rollups once compacted, with the same figures', async () => {
+    const u = await signup(stack.service);
+    // A whole hour that has ended: 240 executions over 4 minutes, 3 services, ids in the endpoints.
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 2 * HOUR;
+    const durations: Record<string, number[]> = { checkout: [], search: [], auth: [] };
+    const executions = Array.from({ length: 240 }, (_, i) => {
+      const service = ['checkout', 'checkout', 'search', 'auth'][i % 4]!;
+      const durationMs = Math.round(Math.exp(2 + (i % 37) / 9) * 1000) / 1000 + (i % 4 === 3 ? 0 : 0.5);
+      durations[service]!.push(durationMs);
+      return execution({
+        service,
+        endpoint: i % 3 === 0 ? `/orders/${1000 + i}` : i % 3 === 1 ? '/orders' : `/orders?page=${i}`,
+        method: i % 5 === 0 ? 'POST' : 'GET',
+        startedAt: new Date(hour + 10 * MINUTE + (i % 4) * MINUTE + i * 100).toISOString(),
+        durationMs,
+        statusCode: i % 10 === 0 ? 503 : 200,
+      });
+    });
+    for (let k = 0; k < 4; k++) await send(u, { executions: executions.slice(k * 60, (k + 1) * 60) });
+    const from = hour;
+    const to = hour + HOUR;
+    const range = `from=${from}&to=${to}`;
+
+    const check = async () => {
+      const o = await get<Overview>(u, `/api/metrics/overview?${range}`);
+      expect(o.percentiles).toBe('sketch');
+      expect(o.services.map((s) => [s.service, s.requests])).toEqual([
+        ['checkout', 120],
+        ['auth', 60],
+        ['search', 60],
+      ]);
+      for (const s of o.services) {
+        expect(s.requests).toBe(await totalOf(u, `${range}&serviceName=${s.service}`));
+        expect(s.failed).toBe(await totalOf(u, `${range}&serviceName=${s.service}&status=failed`));
+        expect(s.throughputPerMin).toBeCloseTo(s.requests / 60, 9);
+        const d = durations[s.service]!;
+        expect(s.latency.avg!).toBeCloseTo(d.reduce((a, b) => a + b, 0) / d.length, 6);
+        within(s.latency.p50, exactQuantile(d, 0.5));
+        within(s.latency.p95, exactQuantile(d, 0.95));
+        within(s.latency.p99, exactQuantile(d, 0.99));
+        expect(s.previous).toMatchObject({ requests: 0, failed: 0 });
+      }
+      // Exact, prefix and id filters mean what they mean for executions.
+      for (const endpoint of ['/orders', '/orders/*', '/orders/1000', '/ord*', '/orders/10*']) {
+        const o2 = await get<Overview>(
+          u,
+          `/api/metrics/overview?${range}&endpoint=${encodeURIComponent(endpoint)}&method=get`,
+        );
+        const requests = o2.services.reduce((n, s) => n + s.requests, 0);
+        expect(requests, endpoint).toBe(
+          await totalOf(u, `${range}&endpoint=${encodeURIComponent(endpoint)}&method=GET`),
+        );
+      }
+      const ts = await get<Timeseries>(
+        u,
+        `/api/metrics/timeseries?${range}&metric=requests&interval=1m&groupBy=service`,
+      );
+      expect(ts.series.map((s) => s.group.service)).toEqual(['checkout', 'auth', 'search']);
+      expect(ts.series[0]!.points).toHaveLength(60);
+      const at = (m: number) => new Date(hour + m * MINUTE).toISOString();
+      const checkout = Object.fromEntries(ts.series[0]!.points.map((p) => [p.t, p.value]));
+      expect(checkout[at(9)]).toBe(0);
+      expect(checkout[at(10)]! + checkout[at(11)]! + checkout[at(12)]!).toBe(120);
+      const rate = await get<Timeseries>(
+        u,
+        `/api/metrics/timeseries?${range}&metric=failure_rate&interval=1h`,
+      );
+      expect(rate.series).toEqual([{ group: {}, points: [{ t: at(0), value: 24 / 240 }] }]);
+      const ep = await get<Endpoints>(u, `/api/metrics/endpoints?${range}&sort=requests&limit=100`);
+      expect(ep.data.reduce((n, r) => n + r.requests, 0)).toBe(240);
+      expect(new Set(ep.data.map((r) => r.endpoint))).toEqual(new Set(['/orders', '/orders/:id']));
+      return { o, ts, ep };
+    };
+
+    const scanned = await check();
+    await stack.service.pipeline!.compact();
+    const listed = await listSidecarsAndFiles(
+      'minutes',
+      stack.config.dataDir,
+      u.workspaceId,
+      'test',
+      from,
+      to,
+    );
+    expect(listed.sidecars).toHaveLength(1);
+    expect(listed.files).toEqual([]);
+    const rolledUp = await check();
+    // The same sketches either way: equal percentiles, equal counts.
+    expect(rolledUp.ts).toEqual(scanned.ts);
+    expect(rolledUp.ep.data.map((r) => [r.endpoint, r.requests, r.p99])).toEqual(
+      scanned.ep.data.map((r) => [r.endpoint, r.requests, r.p99]),
+    );
+    expect(rolledUp.o.services.map((s) => s.latency.p95)).toEqual(
+      scanned.o.services.map((s) => s.latency.p95),
+    );
+
+    // A range that cuts minutes: the cut parts come from the executions themselves.
+    const cut = `from=${hour + 10 * MINUTE + 30_000}&to=${hour + 12 * MINUTE + 15_000}`;
+    const o3 = await get<Overview>(u, `/api/metrics/overview?${cut}`);
+    expect(o3.services.reduce((n, s) => n + s.requests, 0)).toBe(await totalOf(u, cut));
+
+    // Resent in another request: counted twice until the hour is compacted again, then once.
+    await send(u, { executions: executions.slice(0, 40) });
+    const before = await get<Overview>(u, `/api/metrics/overview?${range}`);
+    expect(before.services.reduce((n, s) => n + s.requests, 0)).toBe(280);
+    await stack.service.pipeline!.compact();
+    const after = await get<Overview>(u, `/api/metrics/overview?${range}`);
+    expect(after.services.reduce((n, s) => n + s.requests, 0)).toBe(240);
+    expect(await totalOf(u, range)).toBe(240);
+
+    // The previous period, and another workspace's or mode's view.
+    const next = `from=${to}&to=${to + HOUR}`;
+    const o4 = await get<Overview>(u, `/api/metrics/overview?${next}`);
+    expect(o4.services).toEqual([]);
+    const cmp = await get<Timeseries>(
+      u,
+      `/api/metrics/timeseries?${next}&metric=requests&interval=1h&compare=previous_period`,
+    );
+    expect(cmp.previous!.series[0]!.points).toEqual([{ t: new Date(hour).toISOString(), value: 240 }]);
+    const other = await signup(stack.service);
+    expect((await get<Overview>(other, `/api/metrics/overview?${range}`)).services).toEqual([]);
+    expect((await get<Overview>(u, `/api/metrics/overview?${range}&mode=live`)).services).toEqual([]);
+  });
+
+  it('groups the top 10 by requests and the rest as __other__, and judges health by the thresholds', async () => {
+    const u = await signup(stack.service);
+    const start = Date.now() - 10 * MINUTE;
+    const executions = Array.from({ length: 12 }, (_, s) =>
+      Array.from({ length: 12 - s }, (_, i) =>
+        execution({
+          service: `svc-${String(s).padStart(2, '0')}`,
+          startedAt: new Date(start + i * 1000).toISOString(),
+          durationMs: s === 0 ? 6000 : 10,
+          statusCode: s === 1 && i === 0 ? 500 : 200,
+        }),
+      ),
+    ).flat();
+    await send(u, { executions });
+    const ts = await get<Timeseries>(u, '/api/metrics/timeseries?metric=requests&groupBy=service');
+    expect(ts.interval).toBe('5m');
+    expect(ts.series.map((s) => s.group.service)).toEqual([
+      ...Array.from({ length: 10 }, (_, s) => `svc-${String(s).padStart(2, '0')}`),
+      '__other__',
+    ]);
+    const sum = (s: Timeseries['series'][number]) => s.points.reduce((n, p) => n + (p.value ?? 0), 0);
+    expect(sum(ts.series[10]!)).toBe(2 + 1);
+    const o = await get<Overview>(u, '/api/metrics/overview');
+    const health = Object.fromEntries(o.services.map((s) => [s.service, s.health]));
+    expect(health['svc-00']).toBe('critical'); // p95 6 s ≥ 5 s
+    expect(health['svc-01']).toBe('degraded'); // 1 of 11 failed: 9 % ≥ 5 %
+    expect(health['svc-02']).toBe('healthy');
+  });
+
+  it('refuses what it cannot answer, naming the parameter', async () => {
+    const u = await signup(stack.service);
+    const bad = async (url: string, path: string) => {
+      const res = await call(stack.service, 'GET', url, { token: u.session });
+      expect(res.statusCode, url).toBe(400);
+      expect(errorCode(res)).toBe('VALIDATION_ERROR');
+      expect(JSON.stringify(res.json().error.details)).toContain(path);
+    };
+    await bad('/api/metrics/timeseries?metric=bogus', 'metric');
+    await bad('/api/metrics/timeseries?metric=requests&interval=2m', 'interval');
+    const day = Date.now() - 2 * 86_400_000;
+    await bad(`/api/metrics/timeseries?metric=requests&interval=1m&from=${day}`, 'interval');
+    await bad('/api/metrics/timeseries?metric=requests&groupBy=customer', 'groupBy');
+    await bad(`/api/metrics/overview?from=${Date.now()}&to=${Date.now() - 1000}`, 'from');
+    await bad('/api/metrics/endpoints?sort=p42', 'sort');
+    await bad('/api/metrics/endpoints?limit=101', 'limit');
+    await bad('/api/metrics/overview?bogus=1', 'bogus');
+    await bad('/api/metrics/series', 'name');
+  });
+});
+
+describe('custom series', () => {
+  it('aggregates counters, gauges and histograms per bucket, by tag', async () => {
+    const u = await signup(stack.service);
+    const t0 = Math.floor(Date.now() / HOUR) * HOUR - HOUR;
+    const at = (m: number) => new Date(t0 + m * MINUTE).toISOString();
+    const point = (over: Record<string, unknown>) => ({
+      service: 'checkout',
+      environment: 'production',
+      ...over,
+    });
+    await send(u, {
+      metrics: [
+        point({ name: 'orders.placed', type: 'counter', value: 3, timestamp: at(1), tags: { region: 'eu' } }),
+        point({ name: 'orders.placed', type: 'counter', value: 5, timestamp: at(1), tags: { region: 'us' } }),
+        point({ name: 'orders.placed', type: 'counter', value: 2, timestamp: at(7), tags: { region: 'eu' } }),
+        point({ name: 'queue.depth', type: 'gauge', value: 10, timestamp: at(1), unit: 'items' }),
+        point({ name: 'queue.depth', type: 'gauge', value: 30, timestamp: at(2), unit: 'items' }),
+        point({
+          name: 'db.query',
+          type: 'histogram',
+          value: { count: 4, sum: 40, min: 2, max: 20 },
+          timestamp: at(3),
+          unit: 'ms',
+        }),
+        point({
+          name: 'db.query',
+          type: 'histogram',
+          value: { count: 6, sum: 30, min: 1, max: 9 },
+          timestamp: at(4),
+          unit: 'ms',
+        }),
+      ],
+    });
+    const range = `from=${t0}&to=${t0 + 10 * MINUTE}`;
+    type SeriesAnswer = {
+      type: string;
+      agg: string;
+      series: { group: Record<string, string | null>; points: { t: string; value: number | null }[] }[];
+    };
+    const values = (s: SeriesAnswer, k = 0) => s.series[k]!.points.map((p) => p.value);
+    const sum = await get<SeriesAnswer>(u, `/api/metrics/series?name=orders.placed&interval=5m&${range}`);
+    expect(sum).toMatchObject({ type: 'counter', agg: 'sum' });
+    expect(values(sum)).toEqual([8, 2]);
+    const rate = await get<SeriesAnswer>(
+      u,
+      `/api/metrics/series?name=orders.placed&agg=rate&interval=5m&${range}`,
+    );
+    expect(values(rate)).toEqual([8 / 300, 2 / 300]);
+    const eu = await get<SeriesAnswer>(
+      u,
+      `/api/metrics/series?name=orders.placed&interval=5m&tags.region=eu&${range}`,
+    );
+    expect(values(eu)).toEqual([3, 2]);
+    const byRegion = await get<SeriesAnswer>(
+      u,
+      `/api/metrics/series?name=orders.placed&interval=5m&groupBy=tag:region&${range}`,
+    );
+    expect(byRegion.series.map((s) => [s.group, s.points.map((p) => p.value)])).toEqual([
+      [{ region: 'eu' }, [3, 2]],
+      [{ region: 'us' }, [5, 0]],
+    ]);
+    const gauge = await get<SeriesAnswer>(u, `/api/metrics/series?name=queue.depth&interval=5m&${range}`);
+    expect(gauge).toMatchObject({ type: 'gauge', agg: 'avg' });
+    expect(values(gauge)).toEqual([20, null]);
+    const hist = await get<SeriesAnswer>(u, `/api/metrics/series?name=db.query&interval=5m&${range}`);
+    expect(values(hist)).toEqual([7, null]); // (40 + 30) / (4 + 6)
+    const histMax = await get<SeriesAnswer>(
+      u,
+      `/api/metrics/series?name=db.query&agg=max&interval=5m&${range}`,
+    );
+    expect(values(histMax)).toEqual([20, null]);
+    const none = await get<SeriesAnswer>(
+      u,
+      `/api/metrics/series?name=nothing.here&agg=count&interval=5m&${range}`,
+    );
+    expect(values(none)).toEqual([0, 0]);
+    const res = await call(stack.service, 'GET', `/api/metrics/series?name=orders.placed&agg=p95&${range}`, {
+      token: u.session,
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.details[0].path).toBe('agg');
+    const names = await get<{ data: { name: string; type: string; unit: string | null }[] }>(
+      u,
+      '/api/metrics/names',
+    );
+    expect(names.data.map((n) => [n.name, n.type, n.unit])).toEqual([
+      ['db.query', 'histogram', 'ms'],
+      ['orders.placed', 'counter', null],
+      ['queue.depth', 'gauge', 'items'],
+    ]);
+  });
+});

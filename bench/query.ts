@@ -3,9 +3,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { startNatsServer } from '../broker/nats-server.js';
-import { createWorkspace } from '../control/workspaces.js';
-import { type Service, startService } from '../main.js';
 import { constraintsFromParams } from '../query/constraints.js';
 import {
   buildListQuery,
@@ -29,11 +26,11 @@ import {
   wholeHours,
 } from '../query/issues.js';
 import { buildLogListQuery, executionLogWindow } from '../query/logs.js';
-import { loadConfig } from '../schemas/config.js';
 import type { IssueOccurrences } from '../schemas/issues.js';
 import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type DatasetMarker, prepareDataset, readIssueOccurrences } from './support/dataset.js';
+import { type BenchService, startBenchService } from './support/service-session.js';
 import { quantile } from './support/stats.js';
 
 /**
@@ -375,9 +372,6 @@ async function buildScenarios(dataDir: string, m: DatasetMarker): Promise<Scenar
 
 // ---- issues, over HTTP ----
 
-const OWNER_EMAIL = 'owner@bench-query.example';
-/** Only ever held by the throwaway control plane this benchmark starts. */
-const OWNER_PASSWORD = 'bench-query-owner-password';
 /** Issues whose detail is timed, spread over the ranks by size (log-spaced), from the biggest to the smallest. */
 const ISSUE_SAMPLE = 15;
 /** The common factors' window, as api/routes/issues.ts: the 7 days before the issue's last occurrence. */
@@ -402,127 +396,6 @@ interface IssueDetailBody extends IssueItemBody {
   recentActivity: unknown[];
 }
 
-/** The service started for the issue scenarios, with what both sides of them need. */
-interface IssueBench {
-  dataDir: string;
-  marker: DatasetMarker;
-  service: Service;
-  url: string;
-  /** Biggest first, as the generator saved them. */
-  occurrences: IssueOccurrences[];
-  /** The baseline's engine, configured as the service's; its figures are of warm caches, as the service's are. */
-  rawEngine: QueryEngine;
-  failuresFiles: string[];
-  setup: { seconds: number; recordSeconds: number };
-  /** GET with the session; anything but 200 throws (a benchmark that times errors is worthless). */
-  get<T>(pathAndQuery: string): Promise<T>;
-  stop(): Promise<void>;
-}
-
-async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/**
- * A nats-server of its own (store in a temp dir) and the service on the dataset's directory, in this process;
- * then what the pipeline and sign-up would have made: the workspace, its owner, its indexed keys and the issue
- * records (recordOccurrences, as the pipeline calls it per batch), and a session from a log-in over HTTP.
- */
-async function startIssueBench(
-  dataDir: string,
-  marker: DatasetMarker,
-  occurrences: IssueOccurrences[],
-): Promise<IssueBench> {
-  const started = performance.now();
-  const natsDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-query-nats-'));
-  // Undone last first: the engine, the service, the broker, its directory.
-  const undo: (() => Promise<void> | void)[] = [() => fs.rm(natsDir, { recursive: true, force: true })];
-  const stop = async () => {
-    while (undo.length > 0) await undo.pop()!();
-  };
-  try {
-    const nats = await startNatsServer({ dir: natsDir });
-    undo.push(() => nats.stop());
-    const config = loadConfig({
-      DATA_DIR: dataDir,
-      NATS_URL: nats.url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      LOG_LEVEL: 'warn',
-      PRINT_FIRST_START_HINT: 'false',
-      // Nothing may rewrite the files while they are measured.
-      COMPACTION_INTERVAL_MS: '0',
-      READ_RATE_PER_SEC: '1000000',
-      READ_BURST: '1000000',
-    });
-    const service = await startService(config, { role: 'start', listen: true });
-    undo.push(() => service.stop());
-    if (!service.url) throw new Error('the service did not listen');
-    const url = service.url;
-    const { control } = service;
-    const ws = marker.workspaceId;
-    await createWorkspace(control.store, 'Query benchmark', ws);
-    await control.addMember(ws, {
-      email: OWNER_EMAIL,
-      role: 'owner',
-      password: OWNER_PASSWORD,
-      name: 'Benchmark owner',
-    });
-    await control.patchSettings(ws, { indexedContextKeys: marker.indexedContextKeys });
-    const recordStart = performance.now();
-    await control.issues.recordOccurrences(ws, marker.mode, occurrences);
-    await until(
-      () => control.issues.list(ws, marker.mode).length === occurrences.length,
-      60_000,
-      `${occurrences.length} issue records in the control plane's watched copy`,
-    );
-    const recordSeconds = (performance.now() - recordStart) / 1000;
-    const login = await fetch(`${url}/api/auth/login`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: OWNER_EMAIL, password: OWNER_PASSWORD }),
-    });
-    const loginText = await login.text();
-    if (login.status !== 200) throw new Error(`log-in: ${login.status} ${loginText.slice(0, 300)}`);
-    const token = (JSON.parse(loginText) as { session: { token: string } }).session.token;
-    const rawEngine = await QueryEngine.open(dataDir, undefined, config.QUERY_MEMORY_MB);
-    undo.push(() => rawEngine.close());
-    const failuresFiles = await listPartitionFiles(
-      dataDir,
-      'failures',
-      ws,
-      marker.mode,
-      0,
-      Number.MAX_SAFE_INTEGER,
-    );
-    const headers = { authorization: `Bearer ${token}` };
-    return {
-      dataDir,
-      marker,
-      service,
-      url,
-      occurrences,
-      rawEngine,
-      failuresFiles,
-      setup: { seconds: (performance.now() - started) / 1000, recordSeconds },
-      get: async <T>(pathAndQuery: string): Promise<T> => {
-        const res = await fetch(`${url}${pathAndQuery}`, { headers });
-        const text = await res.text();
-        if (res.status !== 200) throw new Error(`GET ${pathAndQuery}: ${res.status} ${text.slice(0, 300)}`);
-        return JSON.parse(text) as T;
-      },
-      stop,
-    };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
-}
-
 const statsParams = (files: string[], now: number) => ({
   files,
   day: now - DAY_MS,
@@ -543,7 +416,7 @@ interface SampledIssue {
 }
 
 /** The raw statements of one issue's detail: its statistics, then its common factors over its window. */
-async function sampleIssue(b: IssueBench, rank: number): Promise<SampledIssue> {
+async function sampleIssue(b: BenchService, rank: number): Promise<SampledIssue> {
   const o = b.occurrences[rank]!;
   const [stats] = await b.rawEngine.all(ISSUE_STATS_SQL.one, {
     ...statsParams(b.failuresFiles, Date.now()),
@@ -605,7 +478,7 @@ const fail = (what: string): never => {
  * aggregate agrees; each sampled issue's detail has its count, its representative execution and the common
  * factors the raw statement gives.
  */
-async function verifyIssues(b: IssueBench, sample: SampledIssue[]): Promise<void> {
+async function verifyIssues(b: BenchService, sample: SampledIssue[]): Promise<void> {
   const m = b.marker;
   const byId = new Map(b.occurrences.map((o) => [o.issueId, o]));
   const listed: IssueItemBody[] = [];
@@ -660,7 +533,7 @@ async function verifyIssues(b: IssueBench, sample: SampledIssue[]): Promise<void
   }
 }
 
-function issueListScenario(b: IssueBench, key: string, label: string, query: string): Scenario {
+function issueListScenario(b: BenchService, key: string, label: string, query: string): Scenario {
   return {
     key,
     label,
@@ -689,7 +562,7 @@ function issueListScenario(b: IssueBench, key: string, label: string, query: str
 /** A stride coprime with the sample size visits every sampled issue before repeating one. */
 const sampledFor = (sample: SampledIssue[], run: number) => sample[(run * 97 + 13) % sample.length]!;
 
-function issueDetailScenario(b: IssueBench, sample: SampledIssue[]): Scenario {
+function issueDetailScenario(b: BenchService, sample: SampledIssue[]): Scenario {
   const counts = sample.map((s) => s.occurrences.count);
   const statements = (s: SampledIssue): Statement[] => [
     {
@@ -737,7 +610,7 @@ interface DetailParts {
   factorsByIssue: number[];
 }
 
-async function detailParts(b: IssueBench, sample: SampledIssue[], o: Options): Promise<DetailParts> {
+async function detailParts(b: BenchService, sample: SampledIssue[], o: Options): Promise<DetailParts> {
   const m = b.marker;
   const scope = { workspaceId: m.workspaceId, mode: m.mode };
   const engine = b.rawEngine;
@@ -966,7 +839,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     // The execution queries first, before the service (its pipeline's threads, its broker) is started.
     await runAll(scenarios);
 
-    let bench: IssueBench | null = null;
+    let bench: BenchService | null = null;
     let sample: SampledIssue[] = [];
     let parts: DetailParts | null = null;
     if (ISSUE_KEYS.some(wanted)) {
@@ -980,7 +853,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
             .join(', ')}; median ${fmt(quantile([...sizes].reverse(), 0.5) ?? 0)}; ` +
           `${sizes.filter((n) => n === 1).length} with one\n`,
       );
-      bench = await startIssueBench(dataDir, marker, occurrences);
+      bench = await startBenchService(dataDir, marker, occurrences);
       try {
         process.stdout.write(
           `  service and nats-server started, workspace, owner and ${fmt(occurrences.length)} issue records made ` +

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main as crashRecovery } from './crash-recovery.js';
 import { main as ingest } from './ingest.js';
+import { main as metrics } from './metrics.js';
 import { main as query } from './query.js';
 
 /**
@@ -12,6 +13,7 @@ const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   ingest,
   'crash-recovery': crashRecovery,
   query,
+  metrics,
 };
 
 export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
@@ -29,7 +31,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   // dataset takes minutes to write and several GiB: run `npm run bench -- query` for it).
   for (const [name, run] of Object.entries(SCENARIOS)) {
     process.stdout.write(`\n=== ${name} ===\n`);
-    await run(name === 'query' ? ['--quick'] : []);
+    await run(name === 'query' ? ['--quick'] : name === 'metrics' ? ['--executions', '1000000'] : []);
   }
 }
 

@@ -320,6 +320,7 @@ export class Pipeline {
         minFiles: config.COMPACTION_MIN_FILES,
         graceMs: config.COMPACTION_GRACE_MS,
         codec: config.COMPACTION_COMPRESSION,
+        sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
       });
       if (stats.partitions > 0 || stats.deleted > 0) log.info(stats, 'compaction pass');
       return stats;

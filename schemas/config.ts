@@ -69,6 +69,12 @@ export const configSchema = z.object({
    * FINGERPRINT_STAGE=true,false`): with it off, failed executions are grouped into no issue.
    */
   FINGERPRINT_STAGE: bool(true),
+  /**
+   * The per-minute rollups of the metrics (storage/minutes.ts), made by the compactor beside each merged
+   * executions file. Off only to measure what they cost (`npm run bench -- ingest --sweep
+   * METRICS_ROLLUPS=true,false`): without them the metrics scan the executions.
+   */
+  METRICS_ROLLUPS: bool(true),
   /** How often partitions are compacted (0: never, for benchmarks of the bare write path). */
   COMPACTION_INTERVAL_MS: int(30_000, 0),
   /** While an hour is written, its small files are merged once there are this many. */

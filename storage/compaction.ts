@@ -20,7 +20,7 @@ import {
   visibleFiles,
   writeManifest,
 } from './manifest.js';
-import { EXECUTION_SIDECARS } from './sidecars.js';
+import { EXECUTION_SIDECARS, type SidecarField, type SidecarKind } from './sidecars.js';
 
 /**
  * Merges a partition's small files into one, sorted for pruning and, for executions, deduplicated by
@@ -160,6 +160,8 @@ export interface CompactionOptions {
   graceMs: number;
   /** Codec of the merged files (default zstd). */
   codec?: CompactionCodec;
+  /** The sidecars merged executions files get (default: all of storage/sidecars.ts). */
+  sidecars?: readonly SidecarField[];
   now?: number;
 }
 
@@ -274,6 +276,7 @@ export async function compactPartition(
       hourStart,
       next,
       opts.codec ?? 'zstd',
+      EXECUTION_SIDECARS.filter((k) => !opts.sidecars || opts.sidecars.includes(k.field)),
     ));
   const expired = next.replaced.filter((r) => now - r.at >= opts.graceMs);
   if (expired.length > 0) {
@@ -310,11 +313,12 @@ async function addSidecars(
   hourStart: number,
   manifest: Manifest,
   codec: CompactionCodec,
+  kinds: readonly SidecarKind[],
 ): Promise<{ manifest: Manifest; error: unknown }> {
   const next: Manifest = { ...manifest };
   let made = 0;
   let error: unknown;
-  for (const kind of EXECUTION_SIDECARS) {
+  for (const kind of kinds) {
     for (const name of manifest.live.filter((n) => manifest[kind.field]?.[n] === undefined)) {
       const target = path.join(dir, kind.name(name));
       try {

@@ -1,0 +1,141 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { startNatsServer } from '../../broker/nats-server.js';
+import { createWorkspace } from '../../control/workspaces.js';
+import { type Service, startService } from '../../main.js';
+import { loadConfig } from '../../schemas/config.js';
+import type { IssueOccurrences } from '../../schemas/issues.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { listPartitionFiles } from '../../storage/layout.js';
+import type { DatasetMarker } from './dataset.js';
+
+/**
+ * The service started in this process on a benchmark dataset (query.ts, metrics.ts): a nats-server of its own, the
+ * workspace and owner the generator's rows belong to, its indexed keys and issue records, and a session.
+ */
+
+const OWNER_EMAIL = 'owner@bench-query.example';
+/** Only ever held by the throwaway control plane a benchmark starts. */
+const OWNER_PASSWORD = 'bench-query-owner-password';
+
+/** The service started on a benchmark dataset, with what the scenarios over HTTP need. */
+export interface BenchService {
+  dataDir: string;
+  marker: DatasetMarker;
+  service: Service;
+  url: string;
+  /** Biggest first, as the generator saved them. */
+  occurrences: IssueOccurrences[];
+  /** The baseline's engine, configured as the service's; its figures are of warm caches, as the service's are. */
+  rawEngine: QueryEngine;
+  failuresFiles: string[];
+  setup: { seconds: number; recordSeconds: number };
+  /** GET with the session; anything but 200 throws (a benchmark that times errors is worthless). */
+  get<T>(pathAndQuery: string): Promise<T>;
+  stop(): Promise<void>;
+}
+
+async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * A nats-server of its own (store in a temp dir) and the service on the dataset's directory, in this process;
+ * then what the pipeline and sign-up would have made: the workspace, its owner, its indexed keys and the issue
+ * records (recordOccurrences, as the pipeline calls it per batch), and a session from a log-in over HTTP.
+ */
+export async function startBenchService(
+  dataDir: string,
+  marker: DatasetMarker,
+  occurrences: IssueOccurrences[],
+): Promise<BenchService> {
+  const started = performance.now();
+  const natsDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-query-nats-'));
+  // Undone last first: the engine, the service, the broker, its directory.
+  const undo: (() => Promise<void> | void)[] = [() => fs.rm(natsDir, { recursive: true, force: true })];
+  const stop = async () => {
+    while (undo.length > 0) await undo.pop()!();
+  };
+  try {
+    const nats = await startNatsServer({ dir: natsDir });
+    undo.push(() => nats.stop());
+    const config = loadConfig({
+      DATA_DIR: dataDir,
+      NATS_URL: nats.url,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LOG_LEVEL: 'warn',
+      PRINT_FIRST_START_HINT: 'false',
+      // Nothing may rewrite the files while they are measured.
+      COMPACTION_INTERVAL_MS: '0',
+      READ_RATE_PER_SEC: '1000000',
+      READ_BURST: '1000000',
+    });
+    const service = await startService(config, { role: 'start', listen: true });
+    undo.push(() => service.stop());
+    if (!service.url) throw new Error('the service did not listen');
+    const url = service.url;
+    const { control } = service;
+    const ws = marker.workspaceId;
+    await createWorkspace(control.store, 'Query benchmark', ws);
+    await control.addMember(ws, {
+      email: OWNER_EMAIL,
+      role: 'owner',
+      password: OWNER_PASSWORD,
+      name: 'Benchmark owner',
+    });
+    await control.patchSettings(ws, { indexedContextKeys: marker.indexedContextKeys });
+    const recordStart = performance.now();
+    await control.issues.recordOccurrences(ws, marker.mode, occurrences);
+    await until(
+      () => control.issues.list(ws, marker.mode).length === occurrences.length,
+      60_000,
+      `${occurrences.length} issue records in the control plane's watched copy`,
+    );
+    const recordSeconds = (performance.now() - recordStart) / 1000;
+    const login = await fetch(`${url}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: OWNER_EMAIL, password: OWNER_PASSWORD }),
+    });
+    const loginText = await login.text();
+    if (login.status !== 200) throw new Error(`log-in: ${login.status} ${loginText.slice(0, 300)}`);
+    const token = (JSON.parse(loginText) as { session: { token: string } }).session.token;
+    const rawEngine = await QueryEngine.open(dataDir, undefined, config.QUERY_MEMORY_MB);
+    undo.push(() => rawEngine.close());
+    const failuresFiles = await listPartitionFiles(
+      dataDir,
+      'failures',
+      ws,
+      marker.mode,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const headers = { authorization: `Bearer ${token}` };
+    return {
+      dataDir,
+      marker,
+      service,
+      url,
+      occurrences,
+      rawEngine,
+      failuresFiles,
+      setup: { seconds: (performance.now() - started) / 1000, recordSeconds },
+      get: async <T>(pathAndQuery: string): Promise<T> => {
+        const res = await fetch(`${url}${pathAndQuery}`, { headers });
+        const text = await res.text();
+        if (res.status !== 200) throw new Error(`GET ${pathAndQuery}: ${res.status} ${text.slice(0, 300)}`);
+        return JSON.parse(text) as T;
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

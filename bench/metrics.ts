@@ -241,7 +241,7 @@ const timed = async (runs: number, warmup: number, fn: () => Promise<unknown>) =
 };
 
 /** The per-minute rollups' bytes and rows, beside the executions'. */
-async function rollupSizes(engine: QueryEngine, dataDir: string, files: string[]) {
+async function rollupSizes(engine: QueryEngine, files: string[]) {
   let bytes = 0;
   const rollups: string[] = [];
   for (const dir of new Set(files.map((f) => path.dirname(f)))) {
@@ -288,7 +288,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       0,
       Number.MAX_SAFE_INTEGER,
     );
-    const sizes = await rollupSizes(b.rawEngine, dataDir, files);
+    const sizes = await rollupSizes(b.rawEngine, files);
     let executionBytes = 0;
     for (const f of files) executionBytes += (await fs.stat(f)).size;
     process.stdout.write(

@@ -1,6 +1,7 @@
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listSidecarsAndFiles } from '../storage/layout.js';
+import { listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
+import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
 import { bucketSql } from '../storage/sketch.js';
 
@@ -60,6 +61,7 @@ export interface Cell {
 }
 
 const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
 const ID_SEGMENT_RE = new RegExp(`^${ID_SEGMENT}$`);
 
 /**
@@ -120,22 +122,27 @@ const timeSql = (q: AggregateQuery, column: string) =>
 const groupSql = (q: AggregateQuery, rollup: boolean) =>
   q.groupBy.map((g, i) => `${g === 'endpoint' && !rollup ? endpointTemplateSql('endpoint') : g} AS g${i}`);
 
+const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
+
 /**
- * The statement's sources: the rollups of the covered files over their whole minutes in range, the covered files
- * themselves over the cut minutes at either end, the other files over the whole range. Each is a SELECT of
- * `t, g0…, <measures>` grouped, `measures` given per source kind.
+ * The statement's sources, each a SELECT of `t, g0…, <measures>` grouped:
+ * - the rollups of the files of the hours wholly in range, at hour resolution, when the buckets are whole hours
+ *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
+ *   environment and outcome, else of kind 3;
+ * - the rollups of the other covered files at minute resolution (kinds 0, 1), over their whole minutes in range;
+ * - those files themselves over the minutes cut by `from` or `to`;
+ * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups.
  */
 async function sources(
   dataDir: string,
   q: AggregateQuery,
-  kind: 0 | 1,
+  measure: 'counts' | 'sketch',
   measures: { rollup: string; raw: string },
 ): Promise<Part[]> {
   const f = q.filter;
   const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
-  const raw = useRollups ? listed.files : [...listed.files, ...listed.covered];
   const base: Record<string, SqlParam> = q.intervalMs === null ? {} : { interval: q.intervalMs };
   const parts: Part[] = [];
   const group = (rollup: boolean) => [
@@ -143,6 +150,7 @@ async function sources(
     ...groupSql(q, rollup),
   ];
   const rawPart = (files: string[], time: string, extra: Record<string, SqlParam>) => {
+    if (files.length === 0) return;
     const params: Record<string, SqlParam> = { ...base, ...extra, files };
     const where = [time, ...filterSql(f, false, params)];
     parts.push({
@@ -153,57 +161,77 @@ async function sources(
       params,
     });
   };
-  if (raw.length > 0)
-    rawPart(raw, 'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)', {
-      from: f.from,
-      to: f.to,
-    });
-  if (useRollups) {
-    const firstWhole = Math.ceil(f.from / MINUTE_MS) * MINUTE_MS;
-    const lastWhole = Math.floor(f.to / MINUTE_MS) * MINUTE_MS;
-    if (firstWhole < lastWhole) {
-      const params: Record<string, SqlParam> = {
-        ...base,
-        sidecars: listed.sidecars,
-        mFrom: firstWhole,
-        mTo: lastWhole,
-      };
-      const where = [
-        `kind = ${kind}`,
-        'minute >= epoch_ms($mFrom::BIGINT)',
-        'minute < epoch_ms($mTo::BIGINT)',
-        ...filterSql(f, true, params),
-      ];
-      parts.push({
-        sql: `SELECT ${group(true).join(', ')}, ${measures.rollup}
+  const rollupPart = (sidecars: string[], kind: number, time: string[], extra: Record<string, SqlParam>) => {
+    if (sidecars.length === 0) return;
+    const params: Record<string, SqlParam> = { ...base, ...extra, sidecars };
+    const where = [`kind = ${kind}`, ...time, ...filterSql(f, true, params)];
+    parts.push({
+      sql: `SELECT ${group(true).join(', ')}, ${measures.rollup}
   FROM read_parquet($sidecars, hive_partitioning = false)
   WHERE ${where.join(' AND ')}
   GROUP BY ALL`,
-        params,
-      });
-      // The cut minutes at either end, from the covered files themselves.
-      const edges: string[] = [];
-      const extra: Record<string, SqlParam> = {};
-      if (f.from < firstWhole) {
-        edges.push('(started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($firstWhole::BIGINT))');
-        Object.assign(extra, { from: f.from, firstWhole });
-      }
-      if (lastWhole < f.to) {
-        edges.push('(started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT))');
-        Object.assign(extra, { lastWhole, to: f.to });
-      }
-      if (edges.length > 0) rawPart(listed.covered, `(${edges.join(' OR ')})`, extra);
-    } else {
-      rawPart(
-        listed.covered,
-        'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
-        {
-          from: f.from,
-          to: f.to,
-        },
-      );
-    }
+      params,
+    });
+  };
+  const whole = 'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)';
+  if (!useRollups) {
+    rawPart([...listed.files, ...listed.covered], whole, { from: f.from, to: f.to });
+    return parts;
   }
+  rawPart(listed.files, whole, { from: f.from, to: f.to });
+  // Hours wholly in range, read at hour resolution when the buckets are whole hours.
+  const hourly = q.intervalMs === null || q.intervalMs % HOUR_MS === 0;
+  const firstHour = Math.ceil(f.from / HOUR_MS) * HOUR_MS;
+  const lastHour = Math.floor(f.to / HOUR_MS) * HOUR_MS;
+  const byHour: string[] = [];
+  const byMinute: { sidecar: string; file: string; hour: number }[] = [];
+  listed.sidecars.forEach((sidecar, i) => {
+    const hour = partitionHourOf(sidecar) ?? Number.NaN;
+    if (hourly && hour >= firstHour && hour + HOUR_MS <= lastHour) byHour.push(sidecar);
+    else byMinute.push({ sidecar, file: listed.covered[i]!, hour });
+  });
+  const serviceLevel = !f.endpoint && !f.method && q.groupBy.every((g) => SERVICE_LEVEL.has(g));
+  rollupPart(
+    byHour,
+    measure === 'counts'
+      ? MINUTE_KIND.hourCounts
+      : serviceLevel
+        ? MINUTE_KIND.serviceHourSketch
+        : MINUTE_KIND.hourSketch,
+    [],
+    {},
+  );
+  if (byMinute.length === 0) return parts;
+  const firstWhole = Math.ceil(f.from / MINUTE_MS) * MINUTE_MS;
+  const lastWhole = Math.floor(f.to / MINUTE_MS) * MINUTE_MS;
+  if (firstWhole >= lastWhole) {
+    rawPart(
+      byMinute.map((m) => m.file),
+      whole,
+      { from: f.from, to: f.to },
+    );
+    return parts;
+  }
+  rollupPart(
+    byMinute.map((m) => m.sidecar),
+    measure === 'counts' ? MINUTE_KIND.counts : MINUTE_KIND.sketch,
+    ['minute >= epoch_ms($mFrom::BIGINT)', 'minute < epoch_ms($mTo::BIGINT)'],
+    { mFrom: firstWhole, mTo: lastWhole },
+  );
+  // The cut minutes at either end, from the covered files of their hours.
+  const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
+  if (f.from < firstWhole)
+    rawPart(
+      byMinute.filter((m) => m.hour === hourOf(f.from)).map((m) => m.file),
+      'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($firstWhole::BIGINT)',
+      { from: f.from, firstWhole },
+    );
+  if (lastWhole < f.to)
+    rawPart(
+      byMinute.filter((m) => m.hour === hourOf(lastWhole)).map((m) => m.file),
+      'started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
+      { lastWhole, to: f.to },
+    );
   return parts;
 }
 
@@ -224,7 +252,7 @@ const cellKey = (t: number, group: readonly (string | null)[]) => JSON.stringify
 export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
   const cells = new Map<string, Cell>();
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
-  const countParts = await sources(dataDir, q, 0, {
+  const countParts = await sources(dataDir, q, 'counts', {
     rollup: `sum(count) AS requests, sum(count) FILTER (WHERE outcome = 'failed') AS failed, sum(dsum) AS dsum`,
     raw: `count(*) AS requests, count(*) FILTER (WHERE outcome = 'failed') AS failed, sum(duration_ms) AS dsum`,
   });
@@ -238,7 +266,7 @@ export async function aggregate(engine: QueryEngine, dataDir: string, q: Aggrega
 FROM (${inner}) GROUP BY ALL`,
   );
   const sketchParts = q.sketches
-    ? await sources(dataDir, q, 1, {
+    ? await sources(dataDir, q, 'sketch', {
         rollup: 'bucket, sum(count) AS c',
         raw: `${bucketSql('duration_ms')} AS bucket, count(*) AS c`,
       })

@@ -316,14 +316,18 @@ async function addSidecars(
   kinds: readonly SidecarKind[],
 ): Promise<{ manifest: Manifest; error: unknown }> {
   const next: Manifest = { ...manifest };
+  const outdated: string[] = [];
   let made = 0;
   let error: unknown;
   for (const kind of kinds) {
-    for (const name of manifest.live.filter((n) => manifest[kind.field]?.[n] === undefined)) {
+    // Missing, or made by an earlier layout (another name): made now.
+    for (const name of manifest.live.filter((n) => manifest[kind.field]?.[n] !== kind.name(n))) {
       const target = path.join(dir, kind.name(name));
       try {
         await kind.write(engine, path.join(dir, name), target, codec);
         await fsyncFile(target);
+        const before = manifest[kind.field]?.[name];
+        if (before !== undefined) outdated.push(before);
         next[kind.field] = { ...next[kind.field], [name]: kind.name(name) };
         made++;
       } catch (err) {
@@ -337,6 +341,8 @@ async function addSidecars(
   next.version = manifest.version + 1;
   await writeManifest(dir, next);
   await changedHours([[dir, hourStart]]);
+  // Readers go by the manifest, which no longer names them (a query that listed one before may still read it).
+  for (const name of outdated) await fs.rm(path.join(dir, name), { force: true });
   return { manifest: next, error };
 }
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { DatasetName } from './datasets.js';
 import { READER_FRESH_MS, readGeneration } from './generation.js';
 import { readManifest, visibleFiles } from './manifest.js';
-import type { SidecarField } from './sidecars.js';
+import { EXECUTION_SIDECARS, type SidecarField } from './sidecars.js';
 
 /**
  * Where files live: DATA_DIR/<dataset>/ws=<id>/mode=<m>/date=YYYY-MM-DD/hour=HH/<writer>-<commit>.parquet.
@@ -91,10 +91,11 @@ async function listHours(base: string, fromMs: number, toMs: number): Promise<Ho
           const names = await readdirOrEmpty(dir);
           const visible = visibleFiles(names, manifest).sort();
           const sidecars = { rollups: new Map<string, string>(), minutes: new Map<string, string>() };
-          for (const field of Object.keys(sidecars) as SidecarField[]) {
+          for (const kind of EXECUTION_SIDECARS) {
             for (const f of visible) {
-              const name = manifest?.[field]?.[f];
-              if (name !== undefined) sidecars[field].set(path.join(dir, f), path.join(dir, name));
+              // A sidecar of an earlier layout (another name) is as none: its file is read itself.
+              if (manifest?.[kind.field]?.[f] === kind.name(f))
+                sidecars[kind.field].set(path.join(dir, f), path.join(dir, kind.name(f)));
             }
           }
           return { start: h.start, files: visible.map((f) => path.join(dir, f)), sidecars };

@@ -1,5 +1,8 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listSidecarsAndFiles } from '../../storage/layout.js';
+import { MANIFEST } from '../../storage/manifest.js';
 import { RELATIVE_ERROR } from '../../storage/sketch.js';
 import { execution, ingest, json, startStack, type TestStack } from '../support/env.js';
 import { call, errorCode, type SignedUp, signup } from '../support/http.js';
@@ -228,6 +231,37 @@ describe('execution metrics', () => {
     expect(health['svc-00']).toBe('critical'); // p95 6 s ≥ 5 s
     expect(health['svc-01']).toBe('degraded'); // 1 of 11 failed: 9 % ≥ 5 %
     expect(health['svc-02']).toBe('healthy');
+  });
+
+  it('makes again a rollup of an earlier layout, reading the executions until it has', async () => {
+    const u = await signup(stack.service);
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR;
+    await send(u, {
+      executions: Array.from({ length: 30 }, (_, i) =>
+        execution({ startedAt: new Date(hour + i * MINUTE).toISOString() }),
+      ),
+    });
+    await stack.service.pipeline!.compact();
+    const scope = [stack.config.dataDir, u.workspaceId, 'test', hour, hour + HOUR] as const;
+    const [file] = (await listSidecarsAndFiles('minutes', ...scope)).covered;
+    expect(file).toBeDefined();
+    // As an earlier version left it: its manifest names a rollup of another layout.
+    const dir = path.dirname(file!);
+    const manifestPath = path.join(dir, MANIFEST);
+    const manifest = JSON.parse(await fs.readFile(manifestPath, 'utf8'));
+    const old = `${path.basename(file!)}.minutes`;
+    await fs.writeFile(path.join(dir, old), 'an earlier layout');
+    manifest.minutes[path.basename(file!)] = old;
+    await fs.writeFile(manifestPath, JSON.stringify(manifest));
+    expect((await listSidecarsAndFiles('minutes', ...scope)).files).toEqual([file]);
+    const range = `from=${hour}&to=${hour + HOUR}`;
+    const requests = async () =>
+      (await get<Overview>(u, `/api/metrics/overview?${range}`)).services[0]!.requests;
+    expect(await requests()).toBe(30);
+    await stack.service.pipeline!.compact();
+    expect((await listSidecarsAndFiles('minutes', ...scope)).covered).toEqual([file]);
+    await expect(fs.access(path.join(dir, old))).rejects.toThrow();
+    expect(await requests()).toBe(30);
   });
 
   it('refuses what it cannot answer, naming the parameter', async () => {

@@ -2,7 +2,15 @@ import { validationError } from '../schemas/errors.js';
 import type { HealthThresholds } from '../schemas/settings.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
-import { type AggregateQuery, aggregate, type Cell, type GroupField, type MetricFilter } from './metrics.js';
+import {
+  type AggregateQuery,
+  aggregate,
+  type Cell,
+  exactQuantiles,
+  type GroupField,
+  type MetricFilter,
+  quantileKey,
+} from './metrics.js';
 
 /**
  * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8), from the cells of
@@ -180,9 +188,26 @@ interface Series {
   points: { t: string; value: number | null }[];
 }
 
+/** The groups a series is drawn for: the top 10 by requests over the range (all when not grouped: one, null). */
+function topGroups(cells: Cell[], groupBy: GroupField | undefined): (string | null)[] {
+  if (groupBy === undefined) return [null];
+  const totals = new Map<string | null, number>();
+  for (const c of cells) totals.set(c.group[0] ?? null, (totals.get(c.group[0] ?? null) ?? 0) + c.requests);
+  return [...totals]
+    .sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0])))
+    .slice(0, TOP_GROUPS)
+    .map(([g]) => g);
+}
+
+const QUANTILE_INDEX: Partial<Record<TimeseriesMetric, number>> = {
+  latency_p50: 0,
+  latency_p95: 1,
+  latency_p99: 2,
+};
+
 /**
- * Per group, a point for every bucket. With `groupBy`, the groups are the top 10 by requests over the range and
- * one `__other__` for the rest; `keep` (the current period's groups, for the previous one) fixes them instead.
+ * Per group of `groups`, and one `__other__` for the rest when there are any, a point for every bucket. Latency
+ * quantiles come from `exact` (exactQuantiles) when given, else from the cells' sketches.
  */
 function seriesOf(
   cells: Cell[],
@@ -190,34 +215,34 @@ function seriesOf(
   groupBy: GroupField | undefined,
   starts: number[],
   intervalMs: number,
-  keep?: readonly (string | null)[],
-): { series: Series[]; groups: readonly (string | null)[] } {
-  const totals = new Map<string | null, number>();
-  for (const c of cells) totals.set(c.group[0] ?? null, (totals.get(c.group[0] ?? null) ?? 0) + c.requests);
-  const ranked = [...totals]
-    .sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0])))
-    .map(([g]) => g);
-  const groups = groupBy === undefined ? [null] : (keep ?? ranked.slice(0, TOP_GROUPS));
+  groups: readonly (string | null)[],
+  exact: Map<string, [number, number, number]> | null,
+): Series[] {
   const kept = new Set(groups);
-  const hasOther = groupBy !== undefined && ranked.some((g) => !kept.has(g));
-  const keys = hasOther ? [...groups, OTHER_GROUP] : groups;
+  const groupOf = (c: Cell) =>
+    groupBy === undefined ? null : kept.has(c.group[0] ?? null) ? (c.group[0] ?? null) : OTHER_GROUP;
+  const keys = cells.some((c) => groupOf(c) === OTHER_GROUP) ? [...groups, OTHER_GROUP] : [...groups];
   const byGroup = new Map(keys.map((g) => [g, new Map<number, Cell>()]));
   for (const c of cells) {
-    const g =
-      groupBy === undefined ? null : kept.has(c.group[0] ?? null) ? (c.group[0] ?? null) : OTHER_GROUP;
+    const g = groupOf(c);
     const at = byGroup.get(g)!;
     const cell = at.get(c.t) ?? emptyCell(c.t, [g]);
     addCell(cell, c);
     at.set(c.t, cell);
   }
-  const series = keys.map((g) => ({
+  const isoOf = starts.map(iso);
+  const quantile = QUANTILE_INDEX[metric];
+  return keys.map((g) => ({
     group: groupBy === undefined ? {} : { [groupBy]: g },
-    points: starts.map((t) => ({
-      t: iso(t),
-      value: metricValue(metric, byGroup.get(g)!.get(t) ?? emptyCell(t, [g]), intervalMs),
-    })),
+    points: starts.map((t, i) => {
+      const cell = byGroup.get(g)!.get(t) ?? emptyCell(t, [g]);
+      const value =
+        exact && quantile !== undefined
+          ? (exact.get(quantileKey(t, g))?.[quantile] ?? null)
+          : metricValue(metric, cell, intervalMs);
+      return { t: isoOf[i]!, value };
+    }),
   }));
-  return { series, groups };
 }
 
 export interface TimeseriesInput {
@@ -230,42 +255,45 @@ export interface TimeseriesInput {
 
 export async function timeseries(engine: QueryEngine, dataDir: string, i: TimeseriesInput) {
   const intervalMs = INTERVALS[i.interval];
-  const sketches = i.metric.startsWith('latency_p');
+  const quantiles = QUANTILE_INDEX[i.metric] !== undefined;
+  // Minute buckets' percentiles are computed exactly: there the sketches cost more than the executions.
+  const exact = quantiles && intervalMs < INTERVALS['1h'];
   const q = (f: MetricFilter): AggregateQuery => ({
     filter: f,
     intervalMs,
     groupBy: i.groupBy ? [i.groupBy] : [],
-    sketches,
+    sketches: quantiles && !exact,
   });
+  const period = async (
+    f: MetricFilter,
+    cellsOf: Promise<Cell[]>,
+    keep: readonly (string | null)[] | null,
+  ) => {
+    const cells = await cellsOf;
+    const groups = keep ?? topGroups(cells, i.groupBy);
+    const exactValues = exact
+      ? await exactQuantiles(engine, dataDir, q(f), i.groupBy ? groups : null, OTHER_GROUP)
+      : null;
+    const starts = bucketStarts(f.from, f.to, intervalMs);
+    return { groups, series: seriesOf(cells, i.metric, i.groupBy, starts, intervalMs, groups, exactValues) };
+  };
   const previousFilter = shifted(i.filter);
-  const [now, before] = await Promise.all([
-    aggregate(engine, dataDir, q(i.filter)),
-    i.compare ? aggregate(engine, dataDir, q(previousFilter)) : Promise.resolve(null),
-  ]);
-  const current = seriesOf(
-    now,
-    i.metric,
-    i.groupBy,
-    bucketStarts(i.filter.from, i.filter.to, intervalMs),
-    intervalMs,
-  );
+  // Both periods' cells at once; the previous one's series wait for the current one's groups.
+  const previousCells = i.compare ? aggregate(engine, dataDir, q(previousFilter)) : null;
+  // Awaited below; until then a failure of it must not go unhandled if the current period fails first.
+  previousCells?.catch(() => {});
+  const current = await period(i.filter, aggregate(engine, dataDir, q(i.filter)), null);
   const answer = {
     metric: i.metric,
     interval: i.interval,
-    percentiles: 'sketch' as const,
+    percentiles: exact ? ('exact' as const) : ('sketch' as const),
     from: iso(i.filter.from),
     to: iso(i.filter.to),
     series: current.series,
   };
-  if (!before) return answer;
-  const previous = seriesOf(
-    before,
-    i.metric,
-    i.groupBy,
-    bucketStarts(previousFilter.from, previousFilter.to, intervalMs),
-    intervalMs,
-    i.groupBy ? current.groups : undefined,
-  );
+  if (!previousCells) return answer;
+  // The previous period keeps the current one's groups, so the two compare line by line.
+  const previous = await period(previousFilter, previousCells, current.groups);
   return {
     ...answer,
     previous: { from: iso(previousFilter.from), to: iso(previousFilter.to), series: previous.series },

@@ -1,6 +1,6 @@
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
+import { listPartitionFiles, listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
 import { bucketSql } from '../storage/sketch.js';
@@ -246,7 +246,8 @@ function union(parts: Part[], outer: (inner: string) => string): Part {
 }
 
 const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}`)].join(', ');
-const cellKey = (t: number, group: readonly (string | null)[]) => JSON.stringify([t, ...group]);
+const cellKey = (t: number, group: readonly (string | null)[]) =>
+  `${t}${group.map((g) => (g === null ? '\u0000' : `\u0001${g}`)).join('')}`;
 
 /** The cells of a query: counts and duration sums, and the sketches when asked for. */
 export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
@@ -307,3 +308,53 @@ GROUP BY ALL`,
   }
   return [...cells.values()];
 }
+
+/**
+ * Latency quantiles (p50, p95, p99) per time bucket and group computed exactly (`quantile_cont`) over the executions
+ * in range: for minute buckets, where the rollups' sketches hold about as many rows as the executions and cost more
+ * to merge (24 h of 10M executions, per minute and service: 3.5 s from the sketches, 0.5 s exactly). With one
+ * groupBy field, the groups of `kept` are kept and the rest are one, `__other__`.
+ */
+export async function exactQuantiles(
+  engine: QueryEngine,
+  dataDir: string,
+  q: AggregateQuery,
+  kept: readonly (string | null)[] | null,
+  other: string,
+): Promise<Map<string, [number, number, number]>> {
+  const f = q.filter;
+  const files = await listPartitionFiles(dataDir, 'executions', f.workspaceId, f.mode, f.from, f.to);
+  const out = new Map<string, [number, number, number]>();
+  if (files.length === 0) return out;
+  const params: Record<string, SqlParam> = { files, from: f.from, to: f.to };
+  if (q.intervalMs !== null) params.interval = q.intervalMs;
+  const where = [
+    'started_at >= epoch_ms($from::BIGINT)',
+    'started_at < epoch_ms($to::BIGINT)',
+    ...filterSql(f, false, params),
+  ];
+  let group = 'NULL::VARCHAR';
+  const field = q.groupBy[0];
+  if (field !== undefined) {
+    const g = field === 'endpoint' ? endpointTemplateSql('endpoint') : field;
+    if (kept === null) group = `${g}`;
+    else {
+      params.kept = kept.filter((k): k is string => k !== null);
+      params.other = other;
+      group = `CASE WHEN ${g} IS NULL THEN ${kept.includes(null) ? 'NULL' : '$other'}
+        WHEN list_contains($kept, ${g}) THEN ${g} ELSE $other END`;
+    }
+  }
+  const rows = await engine.all(
+    `SELECT ${timeSql(q, 'started_at')} AS t, ${group} AS g, quantile_cont(duration_ms, [0.5, 0.95, 0.99]) AS q
+     FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
+     WHERE ${where.join(' AND ')}
+     GROUP BY ALL`,
+    params,
+  );
+  for (const r of rows)
+    out.set(quantileKey(Number(r.t), (r.g ?? null) as string | null), r.q as [number, number, number]);
+  return out;
+}
+
+export const quantileKey = (t: number, g: string | null) => `${t} ${g === null ? '\u0000' : `=${g}`}`;

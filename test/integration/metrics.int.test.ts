@@ -143,6 +143,29 @@ describe('execution metrics', () => {
       const checkout = Object.fromEntries(ts.series[0]!.points.map((p) => [p.t, p.value]));
       expect(checkout[at(9)]).toBe(0);
       expect(checkout[at(10)]! + checkout[at(11)]! + checkout[at(12)]!).toBe(120);
+      // Minute buckets' percentiles are exact; whole hours' come from the sketches.
+      const p95 = await get<Timeseries>(
+        u,
+        `/api/metrics/timeseries?${range}&metric=latency_p95&interval=1m&groupBy=service`,
+      );
+      expect(p95.percentiles).toBe('exact');
+      const inMinute10 = executions
+        .filter((e) => e.service === 'checkout')
+        .filter((e) => Math.floor(Date.parse(e.startedAt as string) / MINUTE) * MINUTE === hour + 10 * MINUTE)
+        .map((e) => e.durationMs as number);
+      expect(inMinute10.length).toBeGreaterThan(10);
+      const checkoutP95 = p95.series.find((s) => s.group.service === 'checkout')!.points;
+      expect(checkoutP95.find((p) => p.t === at(10))!.value).toBeCloseTo(exactQuantile(inMinute10, 0.95), 9);
+      expect(checkoutP95.find((p) => p.t === at(9))!.value).toBeNull();
+      const hourly = await get<Timeseries>(
+        u,
+        `/api/metrics/timeseries?${range}&metric=latency_p99&interval=1h&groupBy=service`,
+      );
+      expect(hourly.percentiles).toBe('sketch');
+      within(
+        hourly.series.find((s) => s.group.service === 'auth')!.points[0]!.value,
+        exactQuantile(durations.auth!, 0.99),
+      );
       const rate = await get<Timeseries>(
         u,
         `/api/metrics/timeseries?${range}&metric=failure_rate&interval=1h`,

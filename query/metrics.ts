@@ -4,6 +4,7 @@ import { listPartitionFiles, listSidecarsAndFiles, partitionHourOf } from '../st
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
 import { bucketSql } from '../storage/sketch.js';
+import { type KeyTable, type MinutesCache, minutesCacheOf } from './minutes-cache.js';
 
 /**
  * The read side of the execution metrics (CONTRACT §8): counts, duration sums and latency sketches per time bucket
@@ -87,8 +88,8 @@ interface Part {
   params: Record<string, SqlParam>;
 }
 
-/** The conditions of the filter (but the time range) on rollup rows (`rollup`) or on executions. */
-function filterSql(f: MetricFilter, rollup: boolean, params: Record<string, SqlParam>): string[] {
+/** The conditions of the filter (but the time range) on executions. */
+function filterSql(f: MetricFilter, params: Record<string, SqlParam>): string[] {
   const where: string[] = [];
   if (f.service !== undefined) {
     params.service = f.service;
@@ -104,8 +105,7 @@ function filterSql(f: MetricFilter, rollup: boolean, params: Record<string, SqlP
   }
   if (f.endpoint) {
     params.endpoint = f.endpoint.value;
-    if (f.endpoint.kind === 'prefix') where.push('starts_with(endpoint, $endpoint)');
-    else where.push(rollup ? 'endpoint = $endpoint AND NOT templated' : 'endpoint = $endpoint');
+    where.push(f.endpoint.kind === 'prefix' ? 'starts_with(endpoint, $endpoint)' : 'endpoint = $endpoint');
   }
   if (f.issueId !== undefined) {
     params.issueId = f.issueId;
@@ -114,60 +114,67 @@ function filterSql(f: MetricFilter, rollup: boolean, params: Record<string, SqlP
   return where;
 }
 
+/** The same filter on a rollup file's key `k` (the endpoint there is the template). */
+function keyPasses(f: MetricFilter, keys: KeyTable, k: number): boolean {
+  if (f.service !== undefined && keys.service[k] !== f.service) return false;
+  if (f.environment !== undefined && keys.environment[k] !== f.environment) return false;
+  if (f.method !== undefined && keys.method[k] !== f.method) return false;
+  if (f.endpoint) {
+    const endpoint = keys.endpoint[k];
+    if (endpoint === null || endpoint === undefined) return false;
+    if (f.endpoint.kind === 'prefix') return endpoint.startsWith(f.endpoint.value);
+    return endpoint === f.endpoint.value && keys.templated[k] === false;
+  }
+  return true;
+}
+
 const timeSql = (q: AggregateQuery, column: string) =>
   q.intervalMs === null
     ? '0::DOUBLE'
     : `((epoch_ms(${column}) // $interval::BIGINT) * $interval::BIGINT)::DOUBLE`;
 
-const groupSql = (q: AggregateQuery, rollup: boolean) =>
-  q.groupBy.map((g, i) => `${g === 'endpoint' && !rollup ? endpointTemplateSql('endpoint') : g} AS g${i}`);
+const groupSql = (q: AggregateQuery) =>
+  q.groupBy.map((g, i) => `${g === 'endpoint' ? endpointTemplateSql('endpoint') : g} AS g${i}`);
 
 const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
 
+/** Rollup rows to add: of `kind`, in `sidecars`, with a minute in [mFrom, mTo) when given. */
+interface RollupRead {
+  sidecars: string[];
+  kind: number;
+  minutes?: { from: number; to: number };
+}
+
 /**
- * The statement's sources, each a SELECT of `t, g0…, <measures>` grouped:
+ * Where a query's figures come from:
  * - the rollups of the files of the hours wholly in range, at hour resolution, when the buckets are whole hours
  *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
  *   environment and outcome, else of kind 3;
  * - the rollups of the other covered files at minute resolution (kinds 0, 1), over their whole minutes in range;
- * - those files themselves over the minutes cut by `from` or `to`;
+ * - those files themselves over the minutes cut by `from` or `to` (SQL, `parts`: each a SELECT of `t, g0…,
+ *   <measures>` grouped);
  * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups.
  */
 async function sources(
   dataDir: string,
   q: AggregateQuery,
   measure: 'counts' | 'sketch',
-  measures: { rollup: string; raw: string },
-): Promise<Part[]> {
+  rawMeasures: string,
+): Promise<{ parts: Part[]; rollups: RollupRead[] }> {
   const f = q.filter;
   const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
-  const base: Record<string, SqlParam> = q.intervalMs === null ? {} : { interval: q.intervalMs };
   const parts: Part[] = [];
-  const group = (rollup: boolean) => [
-    `${timeSql(q, rollup ? 'minute' : 'started_at')} AS t`,
-    ...groupSql(q, rollup),
-  ];
+  const rollups: RollupRead[] = [];
   const rawPart = (files: string[], time: string, extra: Record<string, SqlParam>) => {
     if (files.length === 0) return;
-    const params: Record<string, SqlParam> = { ...base, ...extra, files };
-    const where = [time, ...filterSql(f, false, params)];
+    const params: Record<string, SqlParam> = { ...extra, files };
+    if (q.intervalMs !== null) params.interval = q.intervalMs;
+    const where = [time, ...filterSql(f, params)];
     parts.push({
-      sql: `SELECT ${group(false).join(', ')}, ${measures.raw}
+      sql: `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...groupSql(q)].join(', ')}, ${rawMeasures}
   FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
-  WHERE ${where.join(' AND ')}
-  GROUP BY ALL`,
-      params,
-    });
-  };
-  const rollupPart = (sidecars: string[], kind: number, time: string[], extra: Record<string, SqlParam>) => {
-    if (sidecars.length === 0) return;
-    const params: Record<string, SqlParam> = { ...base, ...extra, sidecars };
-    const where = [`kind = ${kind}`, ...time, ...filterSql(f, true, params)];
-    parts.push({
-      sql: `SELECT ${group(true).join(', ')}, ${measures.rollup}
-  FROM read_parquet($sidecars, hive_partitioning = false)
   WHERE ${where.join(' AND ')}
   GROUP BY ALL`,
       params,
@@ -176,7 +183,7 @@ async function sources(
   const whole = 'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)';
   if (!useRollups) {
     rawPart([...listed.files, ...listed.covered], whole, { from: f.from, to: f.to });
-    return parts;
+    return { parts, rollups };
   }
   rawPart(listed.files, whole, { from: f.from, to: f.to });
   // Hours wholly in range, read at hour resolution when the buckets are whole hours.
@@ -191,17 +198,17 @@ async function sources(
     else byMinute.push({ sidecar, file: listed.covered[i]!, hour });
   });
   const serviceLevel = !f.endpoint && !f.method && q.groupBy.every((g) => SERVICE_LEVEL.has(g));
-  rollupPart(
-    byHour,
-    measure === 'counts'
-      ? MINUTE_KIND.hourCounts
-      : serviceLevel
-        ? MINUTE_KIND.serviceHourSketch
-        : MINUTE_KIND.hourSketch,
-    [],
-    {},
-  );
-  if (byMinute.length === 0) return parts;
+  if (byHour.length > 0)
+    rollups.push({
+      sidecars: byHour,
+      kind:
+        measure === 'counts'
+          ? MINUTE_KIND.hourCounts
+          : serviceLevel
+            ? MINUTE_KIND.serviceHourSketch
+            : MINUTE_KIND.hourSketch,
+    });
+  if (byMinute.length === 0) return { parts, rollups };
   const firstWhole = Math.ceil(f.from / MINUTE_MS) * MINUTE_MS;
   const lastWhole = Math.floor(f.to / MINUTE_MS) * MINUTE_MS;
   if (firstWhole >= lastWhole) {
@@ -210,14 +217,13 @@ async function sources(
       whole,
       { from: f.from, to: f.to },
     );
-    return parts;
+    return { parts, rollups };
   }
-  rollupPart(
-    byMinute.map((m) => m.sidecar),
-    measure === 'counts' ? MINUTE_KIND.counts : MINUTE_KIND.sketch,
-    ['minute >= epoch_ms($mFrom::BIGINT)', 'minute < epoch_ms($mTo::BIGINT)'],
-    { mFrom: firstWhole, mTo: lastWhole },
-  );
+  rollups.push({
+    sidecars: byMinute.map((m) => m.sidecar),
+    kind: measure === 'counts' ? MINUTE_KIND.counts : MINUTE_KIND.sketch,
+    minutes: { from: firstWhole, to: lastWhole },
+  });
   // The cut minutes at either end, from the covered files of their hours.
   const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
   if (f.from < firstWhole)
@@ -232,7 +238,7 @@ async function sources(
       'started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
       { lastWhole, to: f.to },
     );
-  return parts;
+  return { parts, rollups };
 }
 
 /** The parts as one statement: each part's parameters renamed apart (`$p<k>_<name>`). */
@@ -246,67 +252,190 @@ function union(parts: Part[], outer: (inner: string) => string): Part {
 }
 
 const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}`)].join(', ');
-const cellKey = (t: number, group: readonly (string | null)[]) =>
-  `${t}${group.map((g) => (g === null ? '\u0000' : `\u0001${g}`)).join('')}`;
+
+/**
+ * Latency sketch buckets kept in a dense array per cell while rows are added: durations from 2^-10 ms to 2^27 ms
+ * (1 µs to 37 h); a bucket outside (or zero) goes to the cell's map.
+ */
+const DENSE_FROM = -10 * 64;
+const DENSE_SIZE = 37 * 64;
+
+/** A cell being added up, with its sketch's dense part (DENSE_FROM…) once it has one. */
+interface Acc {
+  cell: Cell;
+  dense: Float64Array | null;
+}
+
+/**
+ * The cells being added up: per group (numbered as met), per time bucket (numbered from the first bucket's start),
+ * so that adding a row is two array reads, not a string key per row.
+ */
+class Cells {
+  readonly #groups = new Map<string, number>();
+  readonly #groupValues: (string | null)[][] = [];
+  readonly #byGroup: (Acc | undefined)[][] = [];
+  readonly #t0: number;
+
+  constructor(
+    from: number,
+    readonly intervalMs: number | null,
+  ) {
+    this.#t0 = intervalMs === null ? 0 : Math.floor(from / intervalMs) * intervalMs;
+  }
+
+  groupId(group: (string | null)[]): number {
+    const key = group.map((g) => (g === null ? '\u0000' : `\u0001${g}`)).join('');
+    let id = this.#groups.get(key);
+    if (id === undefined) {
+      id = this.#groupValues.length;
+      this.#groups.set(key, id);
+      this.#groupValues.push(group);
+      this.#byGroup.push([]);
+    }
+    return id;
+  }
+
+  /** The cell of a group and a time (ms) in range. */
+  at(groupId: number, time: number): Acc {
+    const iv = this.intervalMs;
+    const index = iv === null ? 0 : Math.floor(time / iv) - this.#t0 / iv;
+    const row = this.#byGroup[groupId]!;
+    let acc = row[index];
+    if (!acc) {
+      acc = {
+        cell: {
+          t: iv === null ? 0 : this.#t0 + index * iv,
+          group: this.#groupValues[groupId]!,
+          requests: 0,
+          failed: 0,
+          durationSum: 0,
+          sketch: new Map(),
+        },
+        dense: null,
+      };
+      row[index] = acc;
+    }
+    return acc;
+  }
+
+  addBucket(acc: Acc, bucket: number, count: number): void {
+    const at = bucket - DENSE_FROM;
+    if (at >= 0 && at < DENSE_SIZE) {
+      acc.dense ??= new Float64Array(DENSE_SIZE);
+      acc.dense[at]! += count;
+    } else acc.cell.sketch.set(bucket, (acc.cell.sketch.get(bucket) ?? 0) + count);
+  }
+
+  done(): Cell[] {
+    const out: Cell[] = [];
+    for (const row of this.#byGroup) {
+      for (const acc of row) {
+        if (!acc) continue;
+        const d = acc.dense;
+        if (d) {
+          const sketch = acc.cell.sketch;
+          for (let i = 0; i < DENSE_SIZE; i++) {
+            const n = d[i]!;
+            if (n !== 0) sketch.set(i + DENSE_FROM, (sketch.get(i + DENSE_FROM) ?? 0) + n);
+          }
+        }
+        out.push(acc.cell);
+      }
+    }
+    return out;
+  }
+}
+
+/** Adds a rollup read's rows to the cells, from the files' rows kept in memory. */
+async function addRollups(
+  cache: MinutesCache,
+  q: AggregateQuery,
+  read: RollupRead,
+  into: Cells,
+): Promise<void> {
+  const files = await Promise.all(
+    read.sidecars.map(async (file) => ({
+      keys: await cache.keys(file),
+      rows: await cache.rows(file, read.kind),
+    })),
+  );
+  const sketch = read.kind === MINUTE_KIND.sketch || read.kind >= MINUTE_KIND.hourSketch;
+  const mFrom = read.minutes?.from ?? Number.NEGATIVE_INFINITY;
+  const mTo = read.minutes?.to ?? Number.POSITIVE_INFINITY;
+  for (const { keys, rows } of files) {
+    // Per key of the file: its group (-1: filtered out) and whether it counts as failed.
+    const groupOf = keys.service.map((_, k) =>
+      keyPasses(q.filter, keys, k)
+        ? into.groupId(q.groupBy.map((g) => (keys[g][k] ?? null) as string | null))
+        : -1,
+    );
+    const failed = keys.outcome.map((o) => o === 'failed');
+    // Rows come sorted by minute and key: a run of them adds to one cell.
+    let lastMinute = Number.NaN;
+    let lastKey = -1;
+    let acc: Acc | null = null;
+    for (let i = 0; i < rows.n; i++) {
+      const k = rows.key[i]!;
+      const gid = groupOf[k]!;
+      if (gid < 0) continue;
+      const m = rows.minute[i]!;
+      if (m < mFrom || m >= mTo) continue;
+      if (m !== lastMinute || k !== lastKey || acc === null) {
+        acc = into.at(gid, m);
+        lastMinute = m;
+        lastKey = k;
+      }
+      const n = rows.count[i]!;
+      if (sketch) into.addBucket(acc, rows.bucket[i]!, n);
+      else {
+        acc.cell.requests += n;
+        if (failed[k]) acc.cell.failed += n;
+        acc.cell.durationSum += rows.dsum[i]!;
+      }
+    }
+  }
+}
 
 /** The cells of a query: counts and duration sums, and the sketches when asked for. */
 export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
-  const cells = new Map<string, Cell>();
+  const cells = new Cells(q.filter.from, q.intervalMs);
+  const cache = minutesCacheOf(engine);
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
-  const countParts = await sources(dataDir, q, 'counts', {
-    rollup: `sum(count) AS requests, sum(count) FILTER (WHERE outcome = 'failed') AS failed, sum(dsum) AS dsum`,
-    raw: `count(*) AS requests, count(*) FILTER (WHERE outcome = 'failed') AS failed, sum(duration_ms) AS dsum`,
-  });
-  if (countParts.length === 0) return [];
-  const counts = union(
-    countParts,
-    (
-      inner,
-    ) => `SELECT ${groupCols(q)}, sum(requests)::DOUBLE AS requests, coalesce(sum(failed), 0)::DOUBLE AS failed,
-  coalesce(sum(dsum), 0)::DOUBLE AS dsum
-FROM (${inner}) GROUP BY ALL`,
+  // The executions read for what no rollup covers: per bucket too when sketches are asked for, in one statement.
+  const failedSql = "count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
+  const counts = await sources(
+    dataDir,
+    q,
+    'counts',
+    q.sketches
+      ? `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS requests, ${failedSql}`
+      : `count(*)::DOUBLE AS requests, ${failedSql}`,
   );
-  const sketchParts = q.sketches
-    ? await sources(dataDir, q, 'sketch', {
-        rollup: 'bucket, sum(count) AS c',
-        raw: `${bucketSql('duration_ms')} AS bucket, count(*) AS c`,
-      })
-    : [];
-  const sketches =
-    sketchParts.length > 0
+  const sketchRollups = q.sketches ? (await sources(dataDir, q, 'sketch', '')).rollups : [];
+  const bucketCol = q.sketches ? ', bucket' : '';
+  const rawSql =
+    counts.parts.length > 0
       ? union(
-          sketchParts,
-          (
-            inner,
-          ) => `SELECT ${groupCols(q)}, list(bucket ORDER BY bucket) AS buckets, list(c ORDER BY bucket) AS counts
-FROM (SELECT ${groupCols(q)}, bucket, sum(c)::DOUBLE AS c FROM (${inner}) GROUP BY ALL)
-GROUP BY ALL`,
+          counts.parts,
+          (inner) => `SELECT ${groupCols(q)}${bucketCol}, sum(requests)::DOUBLE AS requests,
+  sum(failed)::DOUBLE AS failed, coalesce(sum(dsum), 0)::DOUBLE AS dsum
+FROM (${inner}) GROUP BY ALL`,
         )
       : null;
-  const [countRows, sketchRows] = await Promise.all([
-    engine.all(counts.sql, counts.params),
-    sketches ? engine.all(sketches.sql, sketches.params) : Promise.resolve([] as Row[]),
+  const [rawRows] = await Promise.all([
+    rawSql ? engine.all(rawSql.sql, rawSql.params) : Promise.resolve([] as Row[]),
+    ...[...counts.rollups, ...sketchRollups].map((r) => addRollups(cache, q, r, cells)),
   ]);
-  for (const r of countRows) {
-    const group = groupOf(r);
-    const t = Number(r.t);
-    cells.set(cellKey(t, group), {
-      t,
-      group,
-      requests: Number(r.requests),
-      failed: Number(r.failed),
-      durationSum: Number(r.dsum),
-      sketch: new Map(),
-    });
+  for (const r of rawRows) {
+    const acc = cells.at(cells.groupId(groupOf(r)), Number(r.t));
+    const n = Number(r.requests);
+    acc.cell.requests += n;
+    acc.cell.failed += Number(r.failed);
+    acc.cell.durationSum += Number(r.dsum);
+    if (q.sketches) cells.addBucket(acc, Number(r.bucket), n);
   }
-  for (const r of sketchRows) {
-    const cell = cells.get(cellKey(Number(r.t), groupOf(r)));
-    if (!cell) continue;
-    const buckets = r.buckets as number[];
-    const counts = r.counts as number[];
-    for (let i = 0; i < buckets.length; i++) cell.sketch.set(buckets[i]!, counts[i]!);
-  }
-  return [...cells.values()];
+  // A cell only a sketch row made (impossible: every execution is counted) would carry no requests.
+  return cells.done().filter((c) => c.requests > 0);
 }
 
 /**
@@ -331,7 +460,7 @@ export async function exactQuantiles(
   const where = [
     'started_at >= epoch_ms($from::BIGINT)',
     'started_at < epoch_ms($to::BIGINT)',
-    ...filterSql(f, false, params),
+    ...filterSql(f, params),
   ];
   let group = 'NULL::VARCHAR';
   const field = q.groupBy[0];

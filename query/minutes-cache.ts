@@ -64,6 +64,14 @@ export class MinutesCache {
     return e;
   }
 
+  /** The bytes the kept rows take, and whether a file's are kept: for tests and /metrics. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+  holds(file: string): boolean {
+    return this.#entries.has(file);
+  }
+
   keys(file: string): Promise<KeyTable> {
     return this.#entry(file).keys;
   }
@@ -73,10 +81,13 @@ export class MinutesCache {
     let rows = e.kinds.get(kind);
     if (!rows) {
       rows = this.#loadKind(file, kind).then((r) => {
-        const bytes = r.n * BYTES_PER_ROW;
-        e.bytes += bytes;
-        this.#bytes += bytes;
-        this.#evict(file);
+        // Counted only while the file is still kept (it may have been dropped while this was read).
+        if (this.#entries.get(file) === e) {
+          const bytes = r.n * BYTES_PER_ROW;
+          e.bytes += bytes;
+          this.#bytes += bytes;
+          this.#evict(file);
+        }
         return r;
       });
       rows.catch(() => e.kinds.delete(kind));

@@ -1,8 +1,11 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { MinutesCache } from '../../query/minutes-cache.js';
+import { QueryEngine } from '../../storage/duckdb.js';
 import { listSidecarsAndFiles } from '../../storage/layout.js';
 import { MANIFEST } from '../../storage/manifest.js';
+import { MINUTE_KIND } from '../../storage/minutes.js';
 import { RELATIVE_ERROR } from '../../storage/sketch.js';
 import { execution, ingest, json, startStack, type TestStack } from '../support/env.js';
 import { call, errorCode, type SignedUp, signup } from '../support/http.js';
@@ -285,6 +288,42 @@ describe('execution metrics', () => {
     expect((await listSidecarsAndFiles('minutes', ...scope)).covered).toEqual([file]);
     await expect(fs.access(path.join(dir, old))).rejects.toThrow();
     expect(await requests()).toBe(30);
+  });
+
+  it('keeps the rollups it read in memory within its budget, least recently used out first', async () => {
+    const u = await signup(stack.service);
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
+    await send(u, {
+      executions: Array.from({ length: 40 }, (_, i) =>
+        execution({ startedAt: new Date(hour + (i % 2) * HOUR + i * MINUTE).toISOString() }),
+      ),
+    });
+    await stack.service.pipeline!.compact();
+    const { sidecars } = await listSidecarsAndFiles(
+      'minutes',
+      stack.config.dataDir,
+      u.workspaceId,
+      'test',
+      hour,
+      hour + 2 * HOUR,
+    );
+    expect(sidecars).toHaveLength(2);
+    const [a, b] = sidecars as [string, string];
+    const engine = await QueryEngine.open(path.join(stack.dir, 'cache-engine'), 1);
+    onTestFinished(() => engine.close());
+    const one = new MinutesCache(engine, 1);
+    const rowsA = await one.rows(a, MINUTE_KIND.counts);
+    expect(rowsA.n).toBeGreaterThan(0);
+    expect(Array.from(rowsA.count).reduce((x, y) => x + y, 0)).toBe(20);
+    expect(one.holds(a)).toBe(true);
+    await one.rows(b, MINUTE_KIND.counts);
+    expect(one.holds(b)).toBe(true);
+    expect(one.holds(a)).toBe(false);
+    expect(one.bytes).toBe((await one.rows(b, MINUTE_KIND.counts)).n * 32);
+    const roomy = new MinutesCache(engine, 2 ** 20);
+    await roomy.rows(a, MINUTE_KIND.counts);
+    await roomy.rows(b, MINUTE_KIND.sketch);
+    expect(roomy.holds(a) && roomy.holds(b)).toBe(true);
   });
 
   it('refuses what it cannot answer, naming the parameter', async () => {

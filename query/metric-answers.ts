@@ -1,4 +1,5 @@
 import { validationError } from '../schemas/errors.js';
+import type { ENDPOINT_SORTS, TIMESERIES_METRICS } from '../schemas/metrics.js';
 import type { HealthThresholds } from '../schemas/settings.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
@@ -32,16 +33,6 @@ const TOP_GROUPS = 10;
 export const OTHER_GROUP = '__other__';
 const MINUTE_MS = 60_000;
 
-export const TIMESERIES_METRICS = [
-  'requests',
-  'failures',
-  'failure_rate',
-  'throughput',
-  'latency_avg',
-  'latency_p50',
-  'latency_p95',
-  'latency_p99',
-] as const;
 export type TimeseriesMetric = (typeof TIMESERIES_METRICS)[number];
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -302,7 +293,6 @@ export async function timeseries(engine: QueryEngine, dataDir: string, i: Timese
 
 // ---- endpoints ----
 
-export const ENDPOINT_SORTS = ['requests', 'failure_rate', 'p95', 'p99'] as const;
 export type EndpointSort = (typeof ENDPOINT_SORTS)[number];
 
 export async function endpoints(

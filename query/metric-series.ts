@@ -1,4 +1,5 @@
 import { validationError } from '../schemas/errors.js';
+import type { SERIES_AGGS } from '../schemas/metrics.js';
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
@@ -11,7 +12,6 @@ import { bucketStarts, INTERVALS, type Interval, OTHER_GROUP } from './metric-an
  * count. A histogram point carries no buckets, so its `p95` is the 95th percentile of its points' means.
  */
 
-export const SERIES_AGGS = ['sum', 'avg', 'min', 'max', 'count', 'p95', 'rate'] as const;
 export type SeriesAgg = (typeof SERIES_AGGS)[number];
 export type MetricType = 'counter' | 'gauge' | 'histogram';
 

@@ -1,3 +1,4 @@
+import type { GROUP_FIELDS } from '../schemas/metrics.js';
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles, listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
@@ -17,14 +18,7 @@ import { type KeyTable, type MinutesCache, minutesCacheOf } from './minutes-cach
  * make one group per id.
  */
 
-export type GroupField = 'service' | 'endpoint' | 'method' | 'environment' | 'outcome';
-export const GROUP_FIELDS: readonly GroupField[] = [
-  'service',
-  'endpoint',
-  'method',
-  'environment',
-  'outcome',
-];
+export type GroupField = (typeof GROUP_FIELDS)[number];
 
 export interface MetricFilter {
   workspaceId: string;

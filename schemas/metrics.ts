@@ -4,7 +4,22 @@ import { MODES } from './records.js';
 
 /** Parameters of `/api/metrics/*` (CONTRACT §8). */
 
-const INTERVAL = z.enum(['1m', '5m', '15m', '1h', '1d']);
+export const INTERVAL_NAMES = ['1m', '5m', '15m', '1h', '1d'] as const;
+export const TIMESERIES_METRICS = [
+  'requests',
+  'failures',
+  'failure_rate',
+  'throughput',
+  'latency_avg',
+  'latency_p50',
+  'latency_p95',
+  'latency_p99',
+] as const;
+export const GROUP_FIELDS = ['service', 'endpoint', 'method', 'environment', 'outcome'] as const;
+export const ENDPOINT_SORTS = ['requests', 'failure_rate', 'p95', 'p99'] as const;
+export const SERIES_AGGS = ['sum', 'avg', 'min', 'max', 'count', 'p95', 'rate'] as const;
+
+const INTERVAL = z.enum(INTERVAL_NAMES);
 
 /** The filters every metrics endpoint takes; they mean what they mean for executions (CONTRACT §6). */
 const filters = {
@@ -21,25 +36,16 @@ export const overviewQuerySchema = z.strictObject(filters);
 
 export const timeseriesQuerySchema = z.strictObject({
   ...filters,
-  metric: z.enum([
-    'requests',
-    'failures',
-    'failure_rate',
-    'throughput',
-    'latency_avg',
-    'latency_p50',
-    'latency_p95',
-    'latency_p99',
-  ]),
+  metric: z.enum(TIMESERIES_METRICS),
   interval: INTERVAL.optional(),
-  groupBy: z.enum(['service', 'endpoint', 'method', 'environment', 'outcome']).optional(),
+  groupBy: z.enum(GROUP_FIELDS).optional(),
   compare: z.literal('previous_period').optional(),
   issueId: z.string().min(1).max(64).optional(),
 });
 
 export const endpointsQuerySchema = z.strictObject({
   ...filters,
-  sort: z.enum(['requests', 'failure_rate', 'p95', 'p99']).default('requests'),
+  sort: z.enum(ENDPOINT_SORTS).default('requests'),
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 
@@ -51,7 +57,7 @@ export const seriesQuerySchema = z.strictObject({
   serviceName: z.string().min(1).max(128).optional(),
   environment: z.string().min(1).max(64).optional(),
   name: z.string().min(1).max(200),
-  agg: z.enum(['sum', 'avg', 'min', 'max', 'count', 'p95', 'rate']).optional(),
+  agg: z.enum(SERIES_AGGS).optional(),
   interval: INTERVAL.optional(),
   groupBy: z
     .string()

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { rng } from '../../bench/traffic.js';
 import {
   bucketOf,
   bucketValue,
@@ -10,17 +11,6 @@ import {
   ZERO_BUCKET,
 } from '../../storage/sketch.js';
 
-/** A seeded generator (mulberry32), so a failure can be replayed. */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 const normal = (r: () => number) => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
 
 /** quantile_cont over the values. */

@@ -98,7 +98,7 @@ function addCell(into: Cell, c: Cell): void {
   into.requests += c.requests;
   into.failed += c.failed;
   into.durationSum += c.durationSum;
-  mergeInto(into.sketch, sketchOfMap(c.sketch));
+  if (c.sketch.size > 0) mergeInto(into.sketch, sketchOfMap(c.sketch));
 }
 
 const emptyCell = (t: number, group: (string | null)[]): Cell => ({
@@ -213,27 +213,43 @@ function seriesOf(
   const groupOf = (c: Cell) =>
     groupBy === undefined ? null : kept.has(c.group[0] ?? null) ? (c.group[0] ?? null) : OTHER_GROUP;
   const keys = cells.some((c) => groupOf(c) === OTHER_GROUP) ? [...groups, OTHER_GROUP] : [...groups];
-  const byGroup = new Map(keys.map((g) => [g, new Map<number, Cell>()]));
+  // Per group, per bucket index: the cell, merged when several fold into one (__other__).
+  const index = new Map(starts.map((t, i) => [t, i]));
+  const byGroup = new Map(keys.map((g) => [g, new Array<Cell | undefined>(starts.length)]));
   for (const c of cells) {
     const g = groupOf(c);
     const at = byGroup.get(g)!;
-    const cell = at.get(c.t) ?? emptyCell(c.t, [g]);
-    addCell(cell, c);
-    at.set(c.t, cell);
+    const i = index.get(c.t);
+    if (i === undefined) continue;
+    const there = at[i];
+    if (!there) at[i] = c;
+    else {
+      // Merged into a cell of its own (the cells are the caller's).
+      const merged = there.group[0] === g && g === OTHER_GROUP ? there : emptyCell(c.t, [g]);
+      if (merged !== there) addCell(merged, there);
+      addCell(merged, c);
+      at[i] = merged;
+    }
   }
   const isoOf = starts.map(iso);
   const quantile = QUANTILE_INDEX[metric];
-  return keys.map((g) => ({
-    group: groupBy === undefined ? {} : { [groupBy]: g },
-    points: starts.map((t, i) => {
-      const cell = byGroup.get(g)!.get(t) ?? emptyCell(t, [g]);
-      const value =
-        exact && quantile !== undefined
-          ? (exact.get(quantileKey(t, g))?.[quantile] ?? null)
-          : metricValue(metric, cell, intervalMs);
-      return { t: isoOf[i]!, value };
-    }),
-  }));
+  const empty = metricValue(metric, emptyCell(0, []), intervalMs);
+  return keys.map((g) => {
+    const at = byGroup.get(g)!;
+    return {
+      group: groupBy === undefined ? {} : { [groupBy]: g },
+      points: starts.map((t, i) => {
+        const cell = at[i];
+        const value =
+          exact && quantile !== undefined
+            ? (exact.get(quantileKey(t, g))?.[quantile] ?? null)
+            : cell
+              ? metricValue(metric, cell, intervalMs)
+              : empty;
+        return { t: isoOf[i]!, value };
+      }),
+    };
+  });
 }
 
 export interface TimeseriesInput {

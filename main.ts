@@ -11,6 +11,7 @@ import { claimFirstStart } from './control/bootstrap.js';
 import { ControlPlane } from './control/control-plane.js';
 import { openControlStore } from './control/store.js';
 import { Pipeline, type PipelineOptions } from './pipeline/pipeline.js';
+import { minutesCacheOf } from './query/minutes-cache.js';
 import { type Config, ConfigError, loadConfig } from './schemas/config.js';
 import { QueryEngine } from './storage/duckdb.js';
 
@@ -156,6 +157,7 @@ async function wire(
     let listenUrl: string | null = null;
     if (role !== 'pipeline') {
       engine = await QueryEngine.open(config.dataDir, undefined, config.QUERY_MEMORY_MB);
+      minutesCacheOf(engine, config.METRICS_CACHE_MB * 2 ** 20);
       app = await buildApp({ config, broker, control, engine, pipeline }, log);
       if (opts.listen) listenUrl = await app.listen({ port: config.PORT, host: config.HOST });
       else await app.ready();

@@ -88,6 +88,11 @@ export const configSchema = z.object({
   COMPACTION_COMPRESSION: z.enum(['zstd', 'lz4', 'snappy']).default('zstd'),
   /** Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows). */
   COMPACTION_MEMORY_MB: int(256, 128),
+  /**
+   * Memory the metrics' rollups may take once read (query/minutes-cache.ts): the rows of the hours a dashboard
+   * looks at stay in memory as typed arrays. 24 h of 10M executions a day: about 80 MiB for its overviews, endpoints and hourly charts.
+   */
+  METRICS_CACHE_MB: int(256, 16),
   /** Memory the query engine's DuckDB may use before it spills to disk (DuckDB's own default is 80 % of RAM). */
   QUERY_MEMORY_MB: int(1024, 128),
   /** 0: JetStream keeps a payload until the pipeline has committed it, however long that takes. */

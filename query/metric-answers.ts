@@ -49,20 +49,34 @@ const pointCount = (from: number, to: number, intervalMs: number) =>
 
 /**
  * The interval asked for, checked (at most MAX_POINTS points, else a VALIDATION_ERROR naming a coarser one that
- * fits), or the default: the finest giving at most 300 points, else `1d`.
+ * fits), or the default: the finest giving at most 300 points, else `1d`. A range that even `1d` cuts into more than
+ * MAX_POINTS is refused on `from` (1,500 days; and a range may not start before 1970, so its previous period is a
+ * date too).
  */
 export function resolveInterval(from: number, to: number, asked: Interval | undefined): Interval {
+  checkRange(from, to);
   if (asked === undefined)
     return INTERVAL_NAMES.find((i) => pointCount(from, to, INTERVALS[i]) <= DEFAULT_MAX_POINTS) ?? '1d';
   const points = pointCount(from, to, INTERVALS[asked]);
   if (points > MAX_POINTS) {
-    const coarser = INTERVAL_NAMES.find((i) => pointCount(from, to, INTERVALS[i]) <= MAX_POINTS);
-    const hint = coarser ? `; use ${coarser} or coarser` : '; narrow from/to';
-    throw validationError(`interval ${asked} gives ${points} points, more than ${MAX_POINTS}${hint}`, [
-      { path: 'interval', message: `${points} points, at most ${MAX_POINTS}${hint}` },
-    ]);
+    const coarser = INTERVAL_NAMES.find((i) => pointCount(from, to, INTERVALS[i]) <= MAX_POINTS)!;
+    throw validationError(
+      `interval ${asked} gives ${points} points, more than ${MAX_POINTS}; use ${coarser} or coarser`,
+      [{ path: 'interval', message: `${points} points, at most ${MAX_POINTS}; use ${coarser} or coarser` }],
+    );
   }
   return asked;
+}
+
+/** The bounds every metrics range keeps (resolveInterval). */
+export function checkRange(from: number, to: number): void {
+  if (from < 0)
+    throw validationError('metrics start in 1970 or later', [{ path: 'from', message: 'before 1970' }]);
+  if (pointCount(from, to, INTERVALS['1d']) > MAX_POINTS) {
+    throw validationError(`the range spans more than ${MAX_POINTS} days; narrow from/to`, [
+      { path: 'from', message: `at most ${MAX_POINTS} days before to` },
+    ]);
+  }
 }
 
 interface Latency {

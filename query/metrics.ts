@@ -139,8 +139,10 @@ interface RollupRead {
   minutes?: { from: number; to: number };
 }
 
+type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
+
 /**
- * Where a query's figures come from:
+ * Where a query's figures come from (from one listing, so counts and sketches come from the same files):
  * - the rollups of the files of the hours wholly in range, at hour resolution, when the buckets are whole hours
  *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
  *   environment and outcome, else of kind 3;
@@ -149,14 +151,13 @@ interface RollupRead {
  *   <measures>` grouped);
  * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups.
  */
-async function sources(
-  dataDir: string,
+function sources(
+  listed: Listed,
   q: AggregateQuery,
   measure: 'counts' | 'sketch',
   rawMeasures: string,
-): Promise<{ parts: Part[]; rollups: RollupRead[] }> {
+): { parts: Part[]; rollups: RollupRead[] } {
   const f = q.filter;
-  const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
   const parts: Part[] = [];
@@ -253,6 +254,8 @@ const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}
  */
 const DENSE_FROM = -10 * 64;
 const DENSE_SIZE = 37 * 64;
+/** At most this many cells get a dense array (19 KB each): an endpoints list's, an overview's. */
+const DENSE_CELLS = 512;
 
 /** A cell being added up, with its sketch's dense part (DENSE_FROM…) once it has one. */
 interface Acc {
@@ -312,12 +315,22 @@ class Cells {
     return acc;
   }
 
+  /** Cells given a dense array so far; past DENSE_CELLS the others add to their maps (memory stays bounded). */
+  #denseCells = 0;
+
   addBucket(acc: Acc, bucket: number, count: number): void {
     const at = bucket - DENSE_FROM;
     if (at >= 0 && at < DENSE_SIZE) {
-      acc.dense ??= new Float64Array(DENSE_SIZE);
-      acc.dense[at]! += count;
-    } else acc.cell.sketch.set(bucket, (acc.cell.sketch.get(bucket) ?? 0) + count);
+      if (acc.dense === null && this.#denseCells < DENSE_CELLS) {
+        acc.dense = new Float64Array(DENSE_SIZE);
+        this.#denseCells++;
+      }
+      if (acc.dense !== null) {
+        acc.dense[at]! += count;
+        return;
+      }
+    }
+    acc.cell.sketch.set(bucket, (acc.cell.sketch.get(bucket) ?? 0) + count);
   }
 
   done(): Cell[] {
@@ -397,15 +410,17 @@ export async function aggregate(engine: QueryEngine, dataDir: string, q: Aggrega
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
   // The executions read for what no rollup covers: per bucket too when sketches are asked for, in one statement.
   const failedSql = "count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
-  const counts = await sources(
-    dataDir,
+  const f = q.filter;
+  const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
+  const counts = sources(
+    listed,
     q,
     'counts',
     q.sketches
       ? `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS requests, ${failedSql}`
       : `count(*)::DOUBLE AS requests, ${failedSql}`,
   );
-  const sketchRollups = q.sketches ? (await sources(dataDir, q, 'sketch', '')).rollups : [];
+  const sketchRollups = q.sketches ? sources(listed, q, 'sketch', '').rollups : [];
   const bucketCol = q.sketches ? ', bucket' : '';
   const rawSql =
     counts.parts.length > 0

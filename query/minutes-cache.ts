@@ -58,8 +58,9 @@ export class MinutesCache {
       return e;
     }
     e = { keys: this.#loadKeys(file), kinds: new Map(), bytes: 0 };
-    // A failed read is not kept: the next query reads again.
-    e.keys.catch(() => this.#entries.delete(file));
+    // A failed read is not kept: the next query reads again (this entry's, not one made since for the file).
+    const made = e;
+    made.keys.catch(() => this.#drop(file, made));
     this.#entries.set(file, e);
     return e;
   }
@@ -90,10 +91,18 @@ export class MinutesCache {
         }
         return r;
       });
-      rows.catch(() => e.kinds.delete(kind));
+      rows.catch(() => {
+        if (e.kinds.get(kind) === rows) e.kinds.delete(kind);
+      });
       e.kinds.set(kind, rows);
     }
     return rows;
+  }
+
+  #drop(file: string, e: Entry): void {
+    if (this.#entries.get(file) !== e) return;
+    this.#entries.delete(file);
+    this.#bytes -= e.bytes;
   }
 
   /** Drops the least recently used files (never `keep`) until the budget holds. */
@@ -101,8 +110,7 @@ export class MinutesCache {
     for (const [file, e] of this.#entries) {
       if (this.#bytes <= this.budgetBytes) return;
       if (file === keep) continue;
-      this.#entries.delete(file);
-      this.#bytes -= e.bytes;
+      this.#drop(file, e);
     }
   }
 

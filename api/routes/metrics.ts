@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { endpoints, overview, resolveInterval, timeseries } from '../../query/metric-answers.js';
+import { checkRange, endpoints, overview, resolveInterval, timeseries } from '../../query/metric-answers.js';
 import { metricNames, series, TAG_KEY } from '../../query/metric-series.js';
 import type { MetricFilter } from '../../query/metrics.js';
 import { validationError } from '../../schemas/errors.js';
@@ -43,6 +43,7 @@ export const metricRoutes =
       const mode = resolveMode(p, raw.mode);
       const q = parse(raw);
       const window = timeWindow(q.from, q.to, DEFAULT_DAYS);
+      checkRange(window.from, window.to);
       const filter: MetricFilter = {
         workspaceId: p.workspaceId,
         mode,
@@ -122,6 +123,7 @@ export const metricRoutes =
       const mode = resolveMode(p, raw.mode);
       const q = parseInput(namesQuerySchema, raw, 'query');
       const window = timeWindow(q.from, q.to, DEFAULT_DAYS);
+      checkRange(window.from, window.to);
       return metricNames(engine, config.dataDir, { workspaceId: p.workspaceId, mode, ...window });
     });
   };

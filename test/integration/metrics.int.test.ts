@@ -326,6 +326,35 @@ describe('execution metrics', () => {
     expect(roomy.holds(a) && roomy.holds(b)).toBe(true);
   });
 
+  it('answers many groups’ percentiles within the bound, past the cells kept in dense arrays', async () => {
+    const u = await signup(stack.service);
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 6 * HOUR;
+    const executions = Array.from({ length: 700 }, (_, i) =>
+      execution({
+        endpoint: `/report-${i.toString(36)}x`,
+        startedAt: new Date(hour + i * 5000).toISOString(),
+        durationMs: 1 + i * 3.7,
+      }),
+    );
+    await send(u, { executions });
+    const range = `from=${hour}&to=${hour + HOUR}`;
+    const check = async () => {
+      const ep = await get<Endpoints>(u, `/api/metrics/endpoints?${range}&sort=p99&limit=100`);
+      expect(ep.data).toHaveLength(100);
+      ep.data.forEach((r, k) => {
+        expect(r.requests).toBe(1);
+        within(r.p99, 1 + (699 - k) * 3.7);
+      });
+    };
+    await check();
+    await stack.service.pipeline!.compact();
+    expect(
+      (await listSidecarsAndFiles('minutes', stack.config.dataDir, u.workspaceId, 'test', hour, hour + HOUR))
+        .files,
+    ).toEqual([]);
+    await check();
+  });
+
   it('refuses what it cannot answer, naming the parameter', async () => {
     const u = await signup(stack.service);
     const bad = async (url: string, path: string) => {
@@ -344,6 +373,9 @@ describe('execution metrics', () => {
     await bad('/api/metrics/endpoints?limit=101', 'limit');
     await bad('/api/metrics/overview?bogus=1', 'bogus');
     await bad('/api/metrics/series', 'name');
+    await bad('/api/metrics/timeseries?metric=requests&from=0', 'from'); // more than 1,500 days
+    await bad('/api/metrics/overview?from=-8640000000000000&to=-8639996400000000', 'from');
+    await bad('/api/metrics/names?from=0', 'from');
   });
 });
 

@@ -257,6 +257,9 @@ const DENSE_SIZE = 37 * 64;
 /** At most this many cells get a dense array (19 KB each): an endpoints list's, an overview's. */
 const DENSE_CELLS = 512;
 
+/** The sketch of every cell of a query without sketches: never written (Cells adds buckets only with sketches). */
+const NO_SKETCH = new Map<number, number>();
+
 /** A cell being added up, with its sketch's dense part (DENSE_FROM…) once it has one. */
 interface Acc {
   cell: Cell;
@@ -276,6 +279,8 @@ class Cells {
   constructor(
     from: number,
     readonly intervalMs: number | null,
+    /** Whether sketches are added: without, every cell shares one empty map (a minute chart has 10k+ cells). */
+    readonly sketches: boolean,
   ) {
     this.#t0 = intervalMs === null ? 0 : Math.floor(from / intervalMs) * intervalMs;
   }
@@ -306,7 +311,7 @@ class Cells {
           requests: 0,
           failed: 0,
           durationSum: 0,
-          sketch: new Map(),
+          sketch: this.sketches ? new Map() : NO_SKETCH,
         },
         dense: null,
       };
@@ -405,7 +410,7 @@ async function addRollups(
 
 /** The cells of a query: counts and duration sums, and the sketches when asked for. */
 export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
-  const cells = new Cells(q.filter.from, q.intervalMs);
+  const cells = new Cells(q.filter.from, q.intervalMs, q.sketches);
   const cache = minutesCacheOf(engine);
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
   // The executions read for what no rollup covers: per bucket too when sketches are asked for, in one statement.

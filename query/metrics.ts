@@ -132,6 +132,20 @@ const groupSql = (q: AggregateQuery) =>
 
 const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
 
+/** Executions to read: `files` where `time` (a condition on started_at, with its `params`). */
+interface RawRead {
+  files: string[];
+  time: string;
+  params: Record<string, SqlParam>;
+}
+
+/** What a query reads: executions, and the rollups that hold its counts and its sketches. */
+interface Sources {
+  raw: RawRead[];
+  counts: RollupRead[];
+  sketch: RollupRead[];
+}
+
 /** Rollup rows to add: of `kind`, in `sidecars`, with a minute in [mFrom, mTo) when given. */
 interface RollupRead {
   sidecars: string[];
@@ -147,40 +161,23 @@ type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
  *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
  *   environment and outcome, else of kind 3;
  * - the rollups of the other covered files at minute resolution (kinds 0, 1), over their whole minutes in range;
- * - those files themselves over the minutes cut by `from` or `to` (SQL, `parts`: each a SELECT of `t, g0…,
- *   <measures>` grouped);
- * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups.
+ * - those files themselves over the minutes cut by `from` or `to` (`raw`);
+ * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups (`raw`).
  */
-function sources(
-  listed: Listed,
-  q: AggregateQuery,
-  measure: 'counts' | 'sketch',
-  rawMeasures: string,
-): { parts: Part[]; rollups: RollupRead[] } {
+function sources(listed: Listed, q: AggregateQuery): Sources {
   const f = q.filter;
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
-  const parts: Part[] = [];
-  const rollups: RollupRead[] = [];
-  const rawPart = (files: string[], time: string, extra: Record<string, SqlParam>) => {
-    if (files.length === 0) return;
-    const params: Record<string, SqlParam> = { ...extra, files };
-    if (q.intervalMs !== null) params.interval = q.intervalMs;
-    const where = [time, ...filterSql(f, params)];
-    parts.push({
-      sql: `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...groupSql(q)].join(', ')}, ${rawMeasures}
-  FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
-  WHERE ${where.join(' AND ')}
-  GROUP BY ALL`,
-      params,
-    });
+  const out: Sources = { raw: [], counts: [], sketch: [] };
+  const rawRead = (files: string[], time: string, params: Record<string, SqlParam>) => {
+    if (files.length > 0) out.raw.push({ files, time, params });
   };
   const whole = 'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($to::BIGINT)';
   if (!useRollups) {
-    rawPart([...listed.files, ...listed.covered], whole, { from: f.from, to: f.to });
-    return { parts, rollups };
+    rawRead([...listed.files, ...listed.covered], whole, { from: f.from, to: f.to });
+    return out;
   }
-  rawPart(listed.files, whole, { from: f.from, to: f.to });
+  rawRead(listed.files, whole, { from: f.from, to: f.to });
   // Hours wholly in range, read at hour resolution when the buckets are whole hours.
   const hourly = q.intervalMs === null || q.intervalMs % HOUR_MS === 0;
   const firstHour = Math.ceil(f.from / HOUR_MS) * HOUR_MS;
@@ -193,47 +190,57 @@ function sources(
     else byMinute.push({ sidecar, file: listed.covered[i]!, hour });
   });
   const serviceLevel = !f.endpoint && !f.method && q.groupBy.every((g) => SERVICE_LEVEL.has(g));
-  if (byHour.length > 0)
-    rollups.push({
+  if (byHour.length > 0) {
+    out.counts.push({ sidecars: byHour, kind: MINUTE_KIND.hourCounts });
+    out.sketch.push({
       sidecars: byHour,
-      kind:
-        measure === 'counts'
-          ? MINUTE_KIND.hourCounts
-          : serviceLevel
-            ? MINUTE_KIND.serviceHourSketch
-            : MINUTE_KIND.hourSketch,
+      kind: serviceLevel ? MINUTE_KIND.serviceHourSketch : MINUTE_KIND.hourSketch,
     });
-  if (byMinute.length === 0) return { parts, rollups };
+  }
+  if (byMinute.length === 0) return out;
   const firstWhole = Math.ceil(f.from / MINUTE_MS) * MINUTE_MS;
   const lastWhole = Math.floor(f.to / MINUTE_MS) * MINUTE_MS;
   if (firstWhole >= lastWhole) {
-    rawPart(
+    rawRead(
       byMinute.map((m) => m.file),
       whole,
       { from: f.from, to: f.to },
     );
-    return { parts, rollups };
+    return out;
   }
-  rollups.push({
-    sidecars: byMinute.map((m) => m.sidecar),
-    kind: measure === 'counts' ? MINUTE_KIND.counts : MINUTE_KIND.sketch,
-    minutes: { from: firstWhole, to: lastWhole },
-  });
+  const sidecars = byMinute.map((m) => m.sidecar);
+  const minutes = { from: firstWhole, to: lastWhole };
+  out.counts.push({ sidecars, kind: MINUTE_KIND.counts, minutes });
+  out.sketch.push({ sidecars, kind: MINUTE_KIND.sketch, minutes });
   // The cut minutes at either end, from the covered files of their hours.
   const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
   if (f.from < firstWhole)
-    rawPart(
+    rawRead(
       byMinute.filter((m) => m.hour === hourOf(f.from)).map((m) => m.file),
       'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($firstWhole::BIGINT)',
       { from: f.from, firstWhole },
     );
   if (lastWhole < f.to)
-    rawPart(
+    rawRead(
       byMinute.filter((m) => m.hour === hourOf(lastWhole)).map((m) => m.file),
       'started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
       { lastWhole, to: f.to },
     );
-  return { parts, rollups };
+  return out;
+}
+
+/** A raw read as a SELECT of `t, g0…, <measures>` over its files, grouped. */
+function rawPart(q: AggregateQuery, read: RawRead, measures: string): Part {
+  const params: Record<string, SqlParam> = { ...read.params, files: read.files };
+  if (q.intervalMs !== null) params.interval = q.intervalMs;
+  const where = [read.time, ...filterSql(q.filter, params)];
+  return {
+    sql: `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...groupSql(q)].join(', ')}, ${measures}
+  FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
+  WHERE ${where.join(' AND ')}
+  GROUP BY ALL`,
+    params,
+  };
 }
 
 /** The parts as one statement: each part's parameters renamed apart (`$p<k>_<name>`). */
@@ -413,24 +420,21 @@ export async function aggregate(engine: QueryEngine, dataDir: string, q: Aggrega
   const cells = new Cells(q.filter.from, q.intervalMs, q.sketches);
   const cache = minutesCacheOf(engine);
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
-  // The executions read for what no rollup covers: per bucket too when sketches are asked for, in one statement.
-  const failedSql = "count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
   const f = q.filter;
-  const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
-  const counts = sources(
-    listed,
+  const plan = sources(
+    await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to),
     q,
-    'counts',
-    q.sketches
-      ? `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS requests, ${failedSql}`
-      : `count(*)::DOUBLE AS requests, ${failedSql}`,
   );
-  const sketchRollups = q.sketches ? sources(listed, q, 'sketch', '').rollups : [];
+  // The executions no rollup covers, in one statement: per bucket too when sketches are asked for.
+  const failedSql = "count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
+  const measures = q.sketches
+    ? `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS requests, ${failedSql}`
+    : `count(*)::DOUBLE AS requests, ${failedSql}`;
   const bucketCol = q.sketches ? ', bucket' : '';
   const rawSql =
-    counts.parts.length > 0
+    plan.raw.length > 0
       ? union(
-          counts.parts,
+          plan.raw.map((r) => rawPart(q, r, measures)),
           (inner) => `SELECT ${groupCols(q)}${bucketCol}, sum(requests)::DOUBLE AS requests,
   sum(failed)::DOUBLE AS failed, coalesce(sum(dsum), 0)::DOUBLE AS dsum
 FROM (${inner}) GROUP BY ALL`,
@@ -438,7 +442,7 @@ FROM (${inner}) GROUP BY ALL`,
       : null;
   const [rawRows] = await Promise.all([
     rawSql ? engine.all(rawSql.sql, rawSql.params) : Promise.resolve([] as Row[]),
-    ...[...counts.rollups, ...sketchRollups].map((r) => addRollups(cache, q, r, cells)),
+    ...[...plan.counts, ...(q.sketches ? plan.sketch : [])].map((r) => addRollups(cache, q, r, cells)),
   ]);
   for (const r of rawRows) {
     const acc = cells.at(cells.groupId(groupOf(r)), Number(r.t));

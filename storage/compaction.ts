@@ -341,7 +341,7 @@ async function addSidecars(
   next.version = manifest.version + 1;
   await writeManifest(dir, next);
   await changedHours([[dir, hourStart]]);
-  // Readers go by the manifest, which no longer names them (a query that listed one before may still read it).
+  // No reader of this build reads a sidecar of another layout (storage/layout.ts checks the name), so they go now.
   for (const name of outdated) await fs.rm(path.join(dir, name), { force: true });
   return { manifest: next, error };
 }

@@ -1,11 +1,13 @@
+import path from 'node:path';
 import type { GROUP_FIELDS } from '../schemas/metrics.js';
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles, listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
+import { isFinalMerge } from '../storage/manifest.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
 import { bucketSql } from '../storage/sketch.js';
-import { type KeyTable, type MinutesCache, minutesCacheOf } from './minutes-cache.js';
+import { type KeyTable, type MinutesCache, minutesCacheOf, RAW_KIND } from './minutes-cache.js';
 
 /**
  * The read side of the execution metrics (CONTRACT §8): counts, duration sums and latency sketches per time bucket
@@ -144,6 +146,8 @@ interface Sources {
   raw: RawRead[];
   counts: RollupRead[];
   sketch: RollupRead[];
+  /** Executions files' rows kept in memory (RAW_KIND): counts and sketches at once. */
+  edges: RollupRead[];
 }
 
 /** Rollup rows to add: of `kind`, in `sidecars`, with a minute in [mFrom, mTo) when given. */
@@ -168,7 +172,7 @@ function sources(listed: Listed, q: AggregateQuery): Sources {
   const f = q.filter;
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
-  const out: Sources = { raw: [], counts: [], sketch: [] };
+  const out: Sources = { raw: [], counts: [], sketch: [], edges: [] };
   const rawRead = (files: string[], time: string, params: Record<string, SqlParam>) => {
     if (files.length > 0) out.raw.push({ files, time, params });
   };
@@ -212,17 +216,32 @@ function sources(listed: Listed, q: AggregateQuery): Sources {
   const minutes = { from: firstWhole, to: lastWhole };
   out.counts.push({ sidecars, kind: MINUTE_KIND.counts, minutes });
   out.sketch.push({ sidecars, kind: MINUTE_KIND.sketch, minutes });
-  // The cut minutes at either end, from the covered files of their hours.
+  // The cut minutes at either end, from the covered files of their hours: the merge that ended its hour from its
+  // rows kept in memory (it stays as long as the hour), any other with a statement.
   const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
-  if (f.from < firstWhole)
+  const edge = (hour: number, from: number, to: number, time: string, params: Record<string, SqlParam>) => {
+    const files = byMinute.filter((m) => m.hour === hour).map((m) => m.file);
+    const sealed = files.filter((file) => isFinalMerge(path.basename(file)));
+    if (sealed.length > 0) out.edges.push({ sidecars: sealed, kind: RAW_KIND, minutes: { from, to } });
     rawRead(
-      byMinute.filter((m) => m.hour === hourOf(f.from)).map((m) => m.file),
+      files.filter((file) => !sealed.includes(file)),
+      time,
+      params,
+    );
+  };
+  if (f.from < firstWhole)
+    edge(
+      hourOf(f.from),
+      f.from,
+      firstWhole,
       'started_at >= epoch_ms($from::BIGINT) AND started_at < epoch_ms($firstWhole::BIGINT)',
       { from: f.from, firstWhole },
     );
   if (lastWhole < f.to)
-    rawRead(
-      byMinute.filter((m) => m.hour === hourOf(lastWhole)).map((m) => m.file),
+    edge(
+      hourOf(lastWhole),
+      lastWhole,
+      f.to,
       'started_at >= epoch_ms($lastWhole::BIGINT) AND started_at < epoch_ms($to::BIGINT)',
       { lastWhole, to: f.to },
     );
@@ -365,7 +384,22 @@ class Cells {
   }
 }
 
-/** Adds a rollup read's rows to the cells, from the files' rows kept in memory. */
+/** The first index of sorted `values` at or above `v`. */
+function lowerBound(values: Float64Array, n: number, v: number): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (values[mid]! < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * Adds a rollup read's rows to the cells, from the files' rows kept in memory: counts (kinds 0, 2), sketch buckets
+ * (1, 3, 4), or both (RAW_KIND, an execution a row).
+ */
 async function addRollups(
   cache: MinutesCache,
   q: AggregateQuery,
@@ -374,13 +408,13 @@ async function addRollups(
 ): Promise<void> {
   const files = await Promise.all(
     read.sidecars.map(async (file) => ({
-      keys: await cache.keys(file),
+      keys: await cache.keys(file, read.kind),
       rows: await cache.rows(file, read.kind),
     })),
   );
-  const sketch = read.kind === MINUTE_KIND.sketch || read.kind >= MINUTE_KIND.hourSketch;
-  const mFrom = read.minutes?.from ?? Number.NEGATIVE_INFINITY;
-  const mTo = read.minutes?.to ?? Number.POSITIVE_INFINITY;
+  const raw = read.kind === RAW_KIND;
+  const counts = raw || read.kind === MINUTE_KIND.counts || read.kind === MINUTE_KIND.hourCounts;
+  const buckets = raw ? q.sketches : !counts;
   for (const { keys, rows } of files) {
     // Per key of the file: its group (-1: filtered out) and whether it counts as failed.
     const groupOf = keys.service.map((_, k) =>
@@ -389,24 +423,25 @@ async function addRollups(
         : -1,
     );
     const failed = keys.outcome.map((o) => o === 'failed');
-    // Rows come sorted by minute and key: a run of them adds to one cell.
+    // Rows come sorted by minute (a start, for RAW_KIND) and key: a range is a slice, a run of rows one cell.
+    const start = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.from) : 0;
+    const end = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.to) : rows.n;
     let lastMinute = Number.NaN;
     let lastKey = -1;
     let acc: Acc | null = null;
-    for (let i = 0; i < rows.n; i++) {
+    for (let i = start; i < end; i++) {
       const k = rows.key[i]!;
       const gid = groupOf[k]!;
       if (gid < 0) continue;
       const m = rows.minute[i]!;
-      if (m < mFrom || m >= mTo) continue;
       if (m !== lastMinute || k !== lastKey || acc === null) {
         acc = into.at(gid, m);
         lastMinute = m;
         lastKey = k;
       }
       const n = rows.count[i]!;
-      if (sketch) into.addBucket(acc, rows.bucket[i]!, n);
-      else {
+      if (buckets) into.addBucket(acc, rows.bucket[i]!, n);
+      if (counts) {
         acc.cell.requests += n;
         if (failed[k]) acc.cell.failed += n;
         acc.cell.durationSum += rows.dsum[i]!;
@@ -442,7 +477,9 @@ FROM (${inner}) GROUP BY ALL`,
       : null;
   const [rawRows] = await Promise.all([
     rawSql ? engine.all(rawSql.sql, rawSql.params) : Promise.resolve([] as Row[]),
-    ...[...plan.counts, ...(q.sketches ? plan.sketch : [])].map((r) => addRollups(cache, q, r, cells)),
+    ...[...plan.counts, ...(q.sketches ? plan.sketch : []), ...plan.edges].map((r) =>
+      addRollups(cache, q, r, cells),
+    ),
   ]);
   for (const r of rawRows) {
     const acc = cells.at(cells.groupId(groupOf(r)), Number(r.t));

@@ -1,4 +1,6 @@
 import type { QueryEngine } from '../storage/duckdb.js';
+import { endpointTemplateSql } from '../storage/rollup.js';
+import { bucketSql } from '../storage/sketch.js';
 
 /**
  * The time rollups (storage/minutes.ts) the metrics have read, kept in memory as typed arrays, per file and kind:
@@ -40,6 +42,23 @@ const SAME_KEY = ['service', 'environment', 'endpoint', 'templated', 'method', '
   .join(' AND ');
 const BYTES_PER_ROW = 8 + 4 + 4 + 8 + 8;
 
+/**
+ * The rows of an executions file in the rollups' shape, one per execution (kind RAW_KIND, `minute` its start,
+ * `count` 1, `dsum` its duration): the file read for the minutes cut by a range's ends, kept like a rollup once its
+ * hour is sealed (query/metrics.ts), so a dashboard's sliding window does not decode the hour again each time.
+ */
+export const RAW_KIND = -1;
+const RAW_ROWS = `(
+  SELECT ${RAW_KIND} AS kind, started_at AS minute, service, environment, endpoint, endpoint <> sent AS templated,
+    method, outcome, ${bucketSql('duration_ms')} AS bucket, 1::DOUBLE AS count, duration_ms AS dsum
+  FROM (
+    SELECT started_at, service, environment, endpoint AS sent, ${endpointTemplateSql('endpoint')} AS endpoint, method,
+      outcome, duration_ms
+    FROM read_parquet($file, hive_partitioning = false)
+  )
+)`;
+const SIDECAR_ROWS = 'read_parquet($file, hive_partitioning = false)';
+
 export class MinutesCache {
   readonly #entries = new Map<string, Entry>();
   #bytes = 0;
@@ -49,20 +68,24 @@ export class MinutesCache {
     readonly budgetBytes: number,
   ) {}
 
-  #entry(file: string): Entry {
-    let e = this.#entries.get(file);
+  /** A rollup file's entry, or (kind RAW_KIND) an executions file's, under an id of its own. */
+  #entry(file: string, kind: number): { id: string; e: Entry; rows: string } {
+    const raw = kind === RAW_KIND;
+    const id = raw ? `raw:${file}` : file;
+    const rows = raw ? RAW_ROWS : SIDECAR_ROWS;
+    let e = this.#entries.get(id);
     if (e) {
       // Most recently used last.
-      this.#entries.delete(file);
-      this.#entries.set(file, e);
-      return e;
+      this.#entries.delete(id);
+      this.#entries.set(id, e);
+      return { id, e, rows };
     }
-    e = { keys: this.#loadKeys(file), kinds: new Map(), bytes: 0 };
+    e = { keys: this.#loadKeys(file, rows), kinds: new Map(), bytes: 0 };
     // A failed read is not kept: the next query reads again (this entry's, not one made since for the file).
     const made = e;
-    made.keys.catch(() => this.#drop(file, made));
-    this.#entries.set(file, e);
-    return e;
+    made.keys.catch(() => this.#drop(id, made));
+    this.#entries.set(id, e);
+    return { id, e, rows };
   }
 
   /** The bytes the kept rows take, and whether a file's are kept: for tests and /metrics. */
@@ -73,21 +96,21 @@ export class MinutesCache {
     return this.#entries.has(file);
   }
 
-  keys(file: string): Promise<KeyTable> {
-    return this.#entry(file).keys;
+  keys(file: string, kind: number): Promise<KeyTable> {
+    return this.#entry(file, kind).e.keys;
   }
 
   rows(file: string, kind: number): Promise<KindRows> {
-    const e = this.#entry(file);
+    const { id, e, rows: from } = this.#entry(file, kind);
     let rows = e.kinds.get(kind);
     if (!rows) {
-      rows = this.#loadKind(file, kind).then((r) => {
+      rows = this.#loadKind(file, from, kind).then((r) => {
         // Counted only while the file is still kept (it may have been dropped while this was read).
-        if (this.#entries.get(file) === e) {
+        if (this.#entries.get(id) === e) {
           const bytes = r.n * BYTES_PER_ROW;
           e.bytes += bytes;
           this.#bytes += bytes;
-          this.#evict(file);
+          this.#evict(id);
         }
         return r;
       });
@@ -114,11 +137,10 @@ export class MinutesCache {
     }
   }
 
-  async #loadKeys(file: string): Promise<KeyTable> {
-    const rows = await this.engine.all(
-      `SELECT DISTINCT ${KEY_COLUMNS} FROM read_parquet($file, hive_partitioning = false) ORDER BY ${KEY_ORDER}`,
-      { file },
-    );
+  async #loadKeys(file: string, from: string): Promise<KeyTable> {
+    const rows = await this.engine.all(`SELECT DISTINCT ${KEY_COLUMNS} FROM ${from} ORDER BY ${KEY_ORDER}`, {
+      file,
+    });
     return {
       service: rows.map((r) => r.service as string),
       environment: rows.map((r) => r.environment as string),
@@ -129,17 +151,17 @@ export class MinutesCache {
     };
   }
 
-  async #loadKind(file: string, kind: number): Promise<KindRows> {
-    // The key index as #loadKeys numbers them: the rank of the key in the same order. Ordered by minute and key,
-    // so a run of rows adds to one cell (query/metrics.ts).
+  async #loadKind(file: string, from: string, kind: number): Promise<KindRows> {
+    // The key index as #loadKeys numbers them: the rank of the key in the same order. Ordered by minute and key, so
+    // a range of minutes is a slice, and a run of rows adds to one cell (query/metrics.ts).
     const [minute, key, bucket, count, dsum] = await this.engine.numericColumns(
-      `WITH k AS (
+      `WITH rows AS MATERIALIZED (SELECT * FROM ${from} WHERE kind = ${kind}),
+      k AS (
         SELECT ${KEY_COLUMNS}, row_number() OVER (ORDER BY ${KEY_ORDER}) - 1 AS key
-        FROM (SELECT DISTINCT ${KEY_COLUMNS} FROM read_parquet($file, hive_partitioning = false))
+        FROM (SELECT DISTINCT ${KEY_COLUMNS} FROM ${from})
       )
       SELECT epoch_ms(r.minute)::DOUBLE, k.key::DOUBLE, r.bucket::DOUBLE, r.count, r.dsum
-      FROM read_parquet($file, hive_partitioning = false) r JOIN k ON ${SAME_KEY}
-      WHERE r.kind = ${kind}
+      FROM rows r JOIN k ON ${SAME_KEY}
       ORDER BY 1, 2`,
       { file },
     );

@@ -16,6 +16,7 @@ import {
   emptyManifest,
   legacyIdIndexPath,
   type Manifest,
+  RUNNING_PREFIX,
   readManifest,
   visibleFiles,
   writeManifest,
@@ -36,12 +37,6 @@ const fsyncAll = (paths: string[]) => Promise.all(paths.map(fsyncFile));
 
 // Without hive_partitioning = false DuckDB would add the path's ws=/mode=/date=/hour= segments as columns.
 const ALL_ROWS = 'SELECT * FROM read_parquet($files, union_by_name = true, hive_partitioning = false)';
-
-/**
- * Files written by a merge while their hour was still written (RUNNING below): compacted files like the others
- * (the prefix starts with COMPACTED_PREFIX), but not final, so the hour's end merges them again.
- */
-const RUNNING_PREFIX = `${COMPACTED_PREFIX}r-`;
 
 /**
  * Per dataset, the merge that ends an hour: the rows kept and their order in the hour's one file. Executions

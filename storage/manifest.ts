@@ -14,6 +14,14 @@ import { writeFileDurably } from './fsync.js';
 
 export const MANIFEST = '_manifest.json';
 export const COMPACTED_PREFIX = 'c-';
+/**
+ * Files written by a merge while their hour was still written (storage/compaction.ts): compacted files like the
+ * others (the prefix starts with COMPACTED_PREFIX), but not final, so the hour's end merges them again.
+ */
+export const RUNNING_PREFIX = `${COMPACTED_PREFIX}r-`;
+/** Whether a file is the merge that ended its hour (replaced only if late rows arrive, by a file of another name). */
+export const isFinalMerge = (name: string) =>
+  name.startsWith(COMPACTED_PREFIX) && !name.startsWith(RUNNING_PREFIX);
 const PARQUET = '.parquet';
 
 export interface Manifest {

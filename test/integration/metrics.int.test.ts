@@ -206,6 +206,26 @@ describe('execution metrics', () => {
     const cut = `from=${hour + 10 * MINUTE + 30_000}&to=${hour + 12 * MINUTE + 15_000}`;
     const o3 = await get<Overview>(u, `/api/metrics/overview?${cut}`);
     expect(o3.services.reduce((n, s) => n + s.requests, 0)).toBe(await totalOf(u, cut));
+    const cutFrom = hour + 10 * MINUTE + 30_000;
+    const cutTo = hour + 12 * MINUTE + 15_000;
+    for (const s of o3.services) {
+      const d = executions
+        .filter((e) => e.service === s.service)
+        .filter(
+          (e) => Date.parse(e.startedAt as string) >= cutFrom && Date.parse(e.startedAt as string) < cutTo,
+        )
+        .map((e) => e.durationMs as number);
+      expect(s.requests).toBe(d.length);
+      within(s.latency.p95, exactQuantile(d, 0.95));
+    }
+    for (const endpoint of ['/orders/*', '/orders']) {
+      const filtered = `${cut}&endpoint=${encodeURIComponent(endpoint)}&method=GET`;
+      const ep = await get<Endpoints>(u, `/api/metrics/endpoints?${filtered}&limit=100`);
+      expect(
+        ep.data.reduce((n, r) => n + r.requests, 0),
+        endpoint,
+      ).toBe(await totalOf(u, filtered));
+    }
 
     // Resent in another request: counted twice until the hour is compacted again, then once.
     await send(u, { executions: executions.slice(0, 40) });

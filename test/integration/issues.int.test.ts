@@ -308,13 +308,14 @@ describe('lifecycle', () => {
     expect((await getIssue(u.session, issue.id)).status).toBe('resolved');
 
     await send(u.testKey, [failure({ executionId: 'regress-1', startedAt: new Date().toISOString() })]);
+    // The issue record is written before the batch's files are committed (a crash between the two redelivers the
+    // batch): for a moment the status has moved and the occurrence is not counted yet.
     const regressed = await eventually(
       () => getIssue(u.session, issue.id),
-      (i) => i.status === 'regressed',
+      (i) => i.status === 'regressed' && i.occurrences.total === 3,
     );
     expect(regressed.regressedAt).not.toBeNull();
     expect(regressed.resolvedAt).not.toBeNull();
-    expect(regressed.occurrences.total).toBe(3);
     const events = regressed.recentActivity!;
     expect(events[0]).toMatchObject({
       type: 'regressed',

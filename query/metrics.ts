@@ -7,7 +7,8 @@ import { isFinalMerge } from '../storage/manifest.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
 import { bucketSql } from '../storage/sketch.js';
-import { type KeyTable, type MinutesCache, minutesCacheOf, RAW_KIND } from './minutes-cache.js';
+import { addRollups, Cells, type RollupRead } from './metric-cells.js';
+import { minutesCacheOf, RAW_KIND } from './minutes-cache.js';
 
 /**
  * The read side of the execution metrics (CONTRACT §8): counts, duration sums and latency sketches per time bucket
@@ -110,20 +111,6 @@ function filterSql(f: MetricFilter, params: Record<string, SqlParam>): string[] 
   return where;
 }
 
-/** The same filter on a rollup file's key `k` (the endpoint there is the template). */
-function keyPasses(f: MetricFilter, keys: KeyTable, k: number): boolean {
-  if (f.service !== undefined && keys.service[k] !== f.service) return false;
-  if (f.environment !== undefined && keys.environment[k] !== f.environment) return false;
-  if (f.method !== undefined && keys.method[k] !== f.method) return false;
-  if (f.endpoint) {
-    const endpoint = keys.endpoint[k];
-    if (endpoint === null || endpoint === undefined) return false;
-    if (f.endpoint.kind === 'prefix') return endpoint.startsWith(f.endpoint.value);
-    return endpoint === f.endpoint.value && keys.templated[k] === false;
-  }
-  return true;
-}
-
 const timeSql = (q: AggregateQuery, column: string) =>
   q.intervalMs === null
     ? '0::DOUBLE'
@@ -148,13 +135,6 @@ interface Sources {
   sketch: RollupRead[];
   /** Executions files' rows kept in memory (RAW_KIND): counts and sketches at once. */
   edges: RollupRead[];
-}
-
-/** Rollup rows to add: of `kind`, in `sidecars`, with a minute in [mFrom, mTo) when given. */
-interface RollupRead {
-  sidecars: string[];
-  kind: number;
-  minutes?: { from: number; to: number };
 }
 
 type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
@@ -273,182 +253,6 @@ function union(parts: Part[], outer: (inner: string) => string): Part {
 }
 
 const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}`)].join(', ');
-
-/**
- * Latency sketch buckets kept in a dense array per cell while rows are added: durations from 2^-10 ms to 2^27 ms
- * (1 µs to 37 h); a bucket outside (or zero) goes to the cell's map.
- */
-const DENSE_FROM = -10 * 64;
-const DENSE_SIZE = 37 * 64;
-/** At most this many cells get a dense array (19 KB each): an endpoints list's, an overview's. */
-const DENSE_CELLS = 512;
-
-/** The sketch of every cell of a query without sketches: never written (Cells adds buckets only with sketches). */
-const NO_SKETCH = new Map<number, number>();
-
-/** A cell being added up, with its sketch's dense part (DENSE_FROM…) once it has one. */
-interface Acc {
-  cell: Cell;
-  dense: Float64Array | null;
-}
-
-/**
- * The cells being added up: per group (numbered as met), per time bucket (numbered from the first bucket's start),
- * so that adding a row is two array reads, not a string key per row.
- */
-class Cells {
-  readonly #groups = new Map<string, number>();
-  readonly #groupValues: (string | null)[][] = [];
-  readonly #byGroup: (Acc | undefined)[][] = [];
-  readonly #t0: number;
-
-  constructor(
-    from: number,
-    readonly intervalMs: number | null,
-    /** Whether sketches are added: without, every cell shares one empty map (a minute chart has 10k+ cells). */
-    readonly sketches: boolean,
-  ) {
-    this.#t0 = intervalMs === null ? 0 : Math.floor(from / intervalMs) * intervalMs;
-  }
-
-  groupId(group: (string | null)[]): number {
-    const key = group.map((g) => (g === null ? '\u0000' : `\u0001${g}`)).join('');
-    let id = this.#groups.get(key);
-    if (id === undefined) {
-      id = this.#groupValues.length;
-      this.#groups.set(key, id);
-      this.#groupValues.push(group);
-      this.#byGroup.push([]);
-    }
-    return id;
-  }
-
-  /** The cell of a group and a time (ms) in range. */
-  at(groupId: number, time: number): Acc {
-    const iv = this.intervalMs;
-    const index = iv === null ? 0 : Math.floor(time / iv) - this.#t0 / iv;
-    const row = this.#byGroup[groupId]!;
-    let acc = row[index];
-    if (!acc) {
-      acc = {
-        cell: {
-          t: iv === null ? 0 : this.#t0 + index * iv,
-          group: this.#groupValues[groupId]!,
-          requests: 0,
-          failed: 0,
-          durationSum: 0,
-          sketch: this.sketches ? new Map() : NO_SKETCH,
-        },
-        dense: null,
-      };
-      row[index] = acc;
-    }
-    return acc;
-  }
-
-  /** Cells given a dense array so far; past DENSE_CELLS the others add to their maps (memory stays bounded). */
-  #denseCells = 0;
-
-  addBucket(acc: Acc, bucket: number, count: number): void {
-    const at = bucket - DENSE_FROM;
-    if (at >= 0 && at < DENSE_SIZE) {
-      if (acc.dense === null && this.#denseCells < DENSE_CELLS) {
-        acc.dense = new Float64Array(DENSE_SIZE);
-        this.#denseCells++;
-      }
-      if (acc.dense !== null) {
-        acc.dense[at]! += count;
-        return;
-      }
-    }
-    acc.cell.sketch.set(bucket, (acc.cell.sketch.get(bucket) ?? 0) + count);
-  }
-
-  done(): Cell[] {
-    const out: Cell[] = [];
-    for (const row of this.#byGroup) {
-      for (const acc of row) {
-        if (!acc) continue;
-        const d = acc.dense;
-        if (d) {
-          const sketch = acc.cell.sketch;
-          for (let i = 0; i < DENSE_SIZE; i++) {
-            const n = d[i]!;
-            if (n !== 0) sketch.set(i + DENSE_FROM, (sketch.get(i + DENSE_FROM) ?? 0) + n);
-          }
-        }
-        out.push(acc.cell);
-      }
-    }
-    return out;
-  }
-}
-
-/** The first index of sorted `values` at or above `v`. */
-function lowerBound(values: Float64Array, n: number, v: number): number {
-  let lo = 0;
-  let hi = n;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (values[mid]! < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/**
- * Adds a rollup read's rows to the cells, from the files' rows kept in memory: counts (kinds 0, 2), sketch buckets
- * (1, 3, 4), or both (RAW_KIND, an execution a row).
- */
-async function addRollups(
-  cache: MinutesCache,
-  q: AggregateQuery,
-  read: RollupRead,
-  into: Cells,
-): Promise<void> {
-  const files = await Promise.all(
-    read.sidecars.map(async (file) => ({
-      keys: await cache.keys(file, read.kind),
-      rows: await cache.rows(file, read.kind),
-    })),
-  );
-  const raw = read.kind === RAW_KIND;
-  const counts = raw || read.kind === MINUTE_KIND.counts || read.kind === MINUTE_KIND.hourCounts;
-  const buckets = raw ? q.sketches : !counts;
-  for (const { keys, rows } of files) {
-    // Per key of the file: its group (-1: filtered out) and whether it counts as failed.
-    const groupOf = keys.service.map((_, k) =>
-      keyPasses(q.filter, keys, k)
-        ? into.groupId(q.groupBy.map((g) => (keys[g][k] ?? null) as string | null))
-        : -1,
-    );
-    const failed = keys.outcome.map((o) => o === 'failed');
-    // Rows come sorted by minute (a start, for RAW_KIND) and key: a range is a slice, a run of rows one cell.
-    const start = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.from) : 0;
-    const end = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.to) : rows.n;
-    let lastMinute = Number.NaN;
-    let lastKey = -1;
-    let acc: Acc | null = null;
-    for (let i = start; i < end; i++) {
-      const k = rows.key[i]!;
-      const gid = groupOf[k]!;
-      if (gid < 0) continue;
-      const m = rows.minute[i]!;
-      if (m !== lastMinute || k !== lastKey || acc === null) {
-        acc = into.at(gid, m);
-        lastMinute = m;
-        lastKey = k;
-      }
-      const n = rows.count[i]!;
-      if (buckets) into.addBucket(acc, rows.bucket[i]!, n);
-      if (counts) {
-        acc.cell.requests += n;
-        if (failed[k]) acc.cell.failed += n;
-        acc.cell.durationSum += rows.dsum[i]!;
-      }
-    }
-  }
-}
 
 /** The cells of a query: counts and duration sums, and the sketches when asked for. */
 export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {

@@ -46,8 +46,7 @@ const DENSE_POOL: Float64Array[] = [];
 const NO_SKETCH = new Map<number, number>();
 
 /** A cell being added up, with its sketch's dense part (DENSE_FROM…) once it has one. */
-export interface Acc {
-  cell: Cell;
+export interface Acc extends Cell {
   dense: Float64Array | null;
 }
 
@@ -90,14 +89,12 @@ export class Cells {
     let acc = row[index];
     if (!acc) {
       acc = {
-        cell: {
-          t: iv === null ? 0 : this.#t0 + index * iv,
-          group: this.#groupValues[groupId]!,
-          requests: 0,
-          failed: 0,
-          durationSum: 0,
-          sketch: this.sketches ? new Map() : NO_SKETCH,
-        },
+        t: iv === null ? 0 : this.#t0 + index * iv,
+        group: this.#groupValues[groupId]!,
+        requests: 0,
+        failed: 0,
+        durationSum: 0,
+        sketch: this.sketches ? new Map() : NO_SKETCH,
         dense: null,
       };
       row[index] = acc;
@@ -120,7 +117,7 @@ export class Cells {
         return;
       }
     }
-    acc.cell.sketch.set(bucket, (acc.cell.sketch.get(bucket) ?? 0) + count);
+    acc.sketch.set(bucket, (acc.sketch.get(bucket) ?? 0) + count);
   }
 
   done(): Cell[] {
@@ -130,7 +127,7 @@ export class Cells {
         if (!acc) continue;
         const d = acc.dense;
         if (d) {
-          const sketch = acc.cell.sketch;
+          const sketch = acc.sketch;
           for (let i = 0; i < DENSE_SIZE; i++) {
             const n = d[i]!;
             if (n !== 0) sketch.set(i + DENSE_FROM, (sketch.get(i + DENSE_FROM) ?? 0) + n);
@@ -139,7 +136,7 @@ export class Cells {
           if (DENSE_POOL.length < DENSE_CELLS) DENSE_POOL.push(d);
           acc.dense = null;
         }
-        out.push(acc.cell);
+        out.push(acc);
       }
     }
     return out;
@@ -204,9 +201,9 @@ export async function addRollups(
       const n = rows.count[i]!;
       if (buckets) into.addBucket(acc, rows.bucket[i]!, n);
       if (counts) {
-        acc.cell.requests += n;
-        if (failed[k]) acc.cell.failed += n;
-        acc.cell.durationSum += rows.dsum[i]!;
+        acc.requests += n;
+        if (failed[k]) acc.failed += n;
+        acc.durationSum += rows.dsum[i]!;
       }
     }
   }

@@ -288,9 +288,9 @@ FROM (${inner}) GROUP BY ALL`,
   for (const r of rawRows) {
     const acc = cells.at(cells.groupId(groupOf(r)), Number(r.t));
     const n = Number(r.requests);
-    acc.cell.requests += n;
-    acc.cell.failed += Number(r.failed);
-    acc.cell.durationSum += Number(r.dsum);
+    acc.requests += n;
+    acc.failed += Number(r.failed);
+    acc.durationSum += Number(r.dsum);
     if (q.sketches) cells.addBucket(acc, Number(r.bucket), n);
   }
   // A cell only a sketch row made (impossible: every execution is counted) would carry no requests.

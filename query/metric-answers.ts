@@ -1,5 +1,5 @@
 import { validationError } from '../schemas/errors.js';
-import type { ENDPOINT_SORTS, TIMESERIES_METRICS } from '../schemas/metrics.js';
+import { type ENDPOINT_SORTS, INTERVAL_NAMES, type TIMESERIES_METRICS } from '../schemas/metrics.js';
 import type { HealthThresholds } from '../schemas/settings.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
@@ -15,18 +15,18 @@ import {
 
 /**
  * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8), from the cells of
- * query/metrics.ts. Percentiles always come from the latency sketches (`"percentiles": "sketch"`, within 1 %).
+ * query/metrics.ts. Percentiles come from the latency sketches (`"percentiles": "sketch"`, within 1 %), except a
+ * timeseries' in buckets under an hour, computed exactly (exactQuantiles).
  */
 
-export const INTERVALS = {
+export const INTERVALS: Record<Interval, number> = {
   '1m': 60_000,
   '5m': 300_000,
   '15m': 900_000,
   '1h': 3_600_000,
   '1d': 86_400_000,
-} as const;
-export type Interval = keyof typeof INTERVALS;
-const INTERVAL_NAMES = Object.keys(INTERVALS) as Interval[];
+};
+export type Interval = (typeof INTERVAL_NAMES)[number];
 const DEFAULT_MAX_POINTS = 300;
 const MAX_POINTS = 1500;
 const TOP_GROUPS = 10;
@@ -112,7 +112,7 @@ function addCell(into: Cell, c: Cell): void {
   into.requests += c.requests;
   into.failed += c.failed;
   into.durationSum += c.durationSum;
-  if (c.sketch.size > 0) mergeInto(into.sketch, sketchOfMap(c.sketch));
+  if (c.sketch.size > 0) mergeInto(into.sketch, c.sketch);
 }
 
 const emptyCell = (t: number, group: (string | null)[]): Cell => ({

@@ -178,7 +178,7 @@ export class MinutesCache {
 
 const caches = new WeakMap<QueryEngine, MinutesCache>();
 /** What the rollups read into memory may take, per query engine, unless configured (METRICS_CACHE_MB). */
-export const MINUTES_CACHE_BYTES = 256 * 2 ** 20;
+const MINUTES_CACHE_BYTES = 256 * 2 ** 20;
 
 /** The engine's cache; `budgetBytes` sets its budget when it is made (the process entry does, from its config). */
 export function minutesCacheOf(engine: QueryEngine, budgetBytes = MINUTES_CACHE_BYTES): MinutesCache {

@@ -89,16 +89,23 @@ export class QueryEngine {
   }
 
   /**
-   * Runs one statement with named parameters ($name) and returns its rows as plain JS values. Parameters the
-   * statement does not name are left out (DuckDB refuses them), so builders can share one set.
+   * Runs one statement on a pooled connection, its parameters bound (bind: those it does not name are left out, so
+   * builders can share one set), and reads its result with `read`; DuckDB's errors become QueryEngineErrors.
    */
-  async all(sql: string, params: Record<string, SqlParam> = {}): Promise<Row[]> {
+  async #run<T>(
+    sql: string,
+    params: Record<string, SqlParam>,
+    read: (
+      conn: DuckDBConnection,
+      values: Record<string, DuckDBValue>,
+      types: Record<string, DuckDBType | undefined>,
+    ) => Promise<T>,
+  ): Promise<T> {
     if (this.#closed) throw new QueryEngineError('query engine is closed');
     const { values, types } = bind(sql, params);
     const conn = await this.#acquire();
     try {
-      const reader = await conn.runAndReadAll(sql, values, types);
-      return reader.getRowObjectsJS() as Row[];
+      return await read(conn, values, types);
     } catch (err) {
       throw new QueryEngineError(`query failed: ${(err as Error).message}`);
     } finally {
@@ -106,15 +113,20 @@ export class QueryEngine {
     }
   }
 
+  /** Runs one statement with named parameters ($name) and returns its rows as plain JS values. */
+  all(sql: string, params: Record<string, SqlParam> = {}): Promise<Row[]> {
+    return this.#run(sql, params, async (conn, values, types) => {
+      const reader = await conn.runAndReadAll(sql, values, types);
+      return reader.getRowObjectsJS() as Row[];
+    });
+  }
+
   /**
    * Runs one statement whose columns are all numeric (or NULL, read as 0) and answers them as Float64Arrays, read
    * chunk by chunk: no row objects, for statements of hundreds of thousands of rows.
    */
-  async numericColumns(sql: string, params: Record<string, SqlParam> = {}): Promise<Float64Array[]> {
-    if (this.#closed) throw new QueryEngineError('query engine is closed');
-    const { values, types } = bind(sql, params);
-    const conn = await this.#acquire();
-    try {
+  numericColumns(sql: string, params: Record<string, SqlParam> = {}): Promise<Float64Array[]> {
+    return this.#run(sql, params, async (conn, values, types) => {
       const result = await conn.run(sql, values, types);
       const width = result.columnCount;
       let out = Array.from({ length: width }, () => new Float64Array(4096));
@@ -139,11 +151,7 @@ export class QueryEngine {
         n += rows;
       }
       return out.map((a) => a.slice(0, n));
-    } catch (err) {
-      throw new QueryEngineError(`query failed: ${(err as Error).message}`);
-    } finally {
-      this.#release(conn);
-    }
+    });
   }
 
   /** Files are immutable once visible, so each one's column names are read once (from its footer). */

@@ -21,7 +21,7 @@ import type { QueryEngine } from './duckdb.js';
  * the partition's manifest once written, and deleted with its data file.
  */
 
-export const ROLLUP_SUFFIX = '.rollup';
+const ROLLUP_SUFFIX = '.rollup';
 export const rollupName = (dataName: string) => `${dataName}${ROLLUP_SUFFIX}`;
 
 /**
@@ -52,7 +52,7 @@ export const DURATION_BAND_SQL = `CASE WHEN duration_ms < 100 THEN '<100ms' WHEN
 export const DENSE_VALUES = 64;
 
 /** The indexed context keys a file has typed columns of (`ctx_<kind>:<path>`), from its column names. */
-export function contextKeysOf(columns: Iterable<string>): string[] {
+function contextKeysOf(columns: Iterable<string>): string[] {
   const keys = new Set<string>();
   for (const c of columns) {
     if (c.startsWith(CONTEXT_COLUMN_PREFIX) && c[CONTEXT_COLUMN_PREFIX.length + 1] === ':')
@@ -65,7 +65,7 @@ const quoteIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
 const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /** The statement that makes the rollup of `$file`, whose columns are `columns`. */
-export function rollupSql(columns: ReadonlySet<string>): string {
+function rollupSql(columns: ReadonlySet<string>): string {
   const keys = contextKeysOf(columns);
   const typed = (key: string, kind: 's' | 'n' | 'b', type: string) => {
     const name = `${CONTEXT_COLUMN_PREFIX}${kind}:${key}`;

@@ -67,12 +67,9 @@ export function sketchQuantiles(s: Sketch, qs: readonly number[]): (number | nul
   });
 }
 
-/** Adds sketch `s` into the bucket → count map `into`. */
-export function mergeInto(into: Map<number, number>, s: Sketch): void {
-  for (let i = 0; i < s.buckets.length; i++) {
-    const b = s.buckets[i]!;
-    into.set(b, (into.get(b) ?? 0) + s.counts[i]!);
-  }
+/** Adds the bucket → count map `from` into `into`: merging two sketches. */
+export function mergeInto(into: Map<number, number>, from: ReadonlyMap<number, number>): void {
+  for (const [b, n] of from) into.set(b, (into.get(b) ?? 0) + n);
 }
 
 /** A bucket → count map as a sketch (buckets ascending). */

@@ -30,6 +30,8 @@ function sketchOf(values: ArrayLike<number>): Sketch {
   return sketchOfMap(m);
 }
 
+const mapOf = (s: Sketch) => new Map(Array.from(s.buckets, (b, i) => [b, s.counts[i]!] as [number, number]));
+
 const QS = [0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1];
 
 function expectWithinBound(values: Float64Array) {
@@ -95,8 +97,8 @@ describe('the latency sketch', () => {
         const next: Sketch[] = [];
         for (let i = 0; i < sketches.length; i += 2) {
           const m = new Map<number, number>();
-          mergeInto(m, sketches[i]!);
-          if (sketches[i + 1]) mergeInto(m, sketches[i + 1]!);
+          mergeInto(m, mapOf(sketches[i]!));
+          if (sketches[i + 1]) mergeInto(m, mapOf(sketches[i + 1]!));
           next.push(sketchOfMap(m));
         }
         sketches = next.sort(() => r() - 0.5);

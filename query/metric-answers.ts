@@ -3,20 +3,14 @@ import { type ENDPOINT_SORTS, INTERVAL_NAMES, type TIMESERIES_METRICS } from '..
 import type { HealthThresholds } from '../schemas/settings.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
-import {
-  type AggregateQuery,
-  aggregate,
-  type Cell,
-  exactQuantiles,
-  type GroupField,
-  type MetricFilter,
-  quantileKey,
-} from './metrics.js';
+import { type PointQuantiles, pointQuantiles } from './metric-quantiles.js';
+import { type AggregateQuery, aggregate, type Cell, type GroupField, type MetricFilter } from './metrics.js';
 
 /**
  * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8), from the cells of
- * query/metrics.ts. Percentiles come from the latency sketches (`"percentiles": "sketch"`, within 1 %), except a
- * timeseries' in buckets under an hour, computed exactly (exactQuantiles).
+ * query/metrics.ts. Percentiles come from the latency sketches (`"percentiles": "sketch"`, within 1 %); a
+ * timeseries' in buckets under an hour from query/metric-quantiles.ts: swept from the per-minute sketches, or
+ * computed exactly (`"exact"`) when no rollup answers it.
  */
 
 export const INTERVALS: Record<Interval, number> = {
@@ -212,7 +206,7 @@ const QUANTILE_INDEX: Partial<Record<TimeseriesMetric, number>> = {
 
 /**
  * Per group of `groups`, and one `__other__` for the rest when there are any, a point for every bucket. Latency
- * quantiles come from `exact` (exactQuantiles) when given, else from the cells' sketches.
+ * quantiles come from `perPoint` when given (query/metric-quantiles.ts), else from the cells' sketches.
  */
 function seriesOf(
   cells: Cell[],
@@ -221,7 +215,7 @@ function seriesOf(
   starts: number[],
   intervalMs: number,
   groups: readonly (string | null)[],
-  exact: Map<string, [number, number, number]> | null,
+  perPoint: PointQuantiles | null,
 ): Series[] {
   const kept = new Set(groups);
   const groupOf = (c: Cell) =>
@@ -250,16 +244,18 @@ function seriesOf(
   const empty = metricValue(metric, emptyCell(0, []), intervalMs);
   return keys.map((g) => {
     const at = byGroup.get(g)!;
+    const quantiles = perPoint && quantile !== undefined ? perPoint.get(g) : undefined;
     return {
       group: groupBy === undefined ? {} : { [groupBy]: g },
-      points: starts.map((t, i) => {
-        const cell = at[i];
-        const value =
-          exact && quantile !== undefined
-            ? (exact.get(quantileKey(t, g))?.[quantile] ?? null)
-            : cell
-              ? metricValue(metric, cell, intervalMs)
-              : empty;
+      points: starts.map((_, i) => {
+        let value: number | null;
+        if (quantiles) {
+          const v = quantiles[i * 3 + quantile!]!;
+          value = Number.isNaN(v) ? null : v;
+        } else {
+          const cell = at[i];
+          value = cell ? metricValue(metric, cell, intervalMs) : empty;
+        }
         return { t: isoOf[i]!, value };
       }),
     };
@@ -277,47 +273,48 @@ export interface TimeseriesInput {
 export async function timeseries(engine: QueryEngine, dataDir: string, i: TimeseriesInput) {
   const intervalMs = INTERVALS[i.interval];
   const quantiles = QUANTILE_INDEX[i.metric] !== undefined;
-  // Minute buckets' percentiles are computed exactly: there the sketches cost more than the executions.
-  const exact = quantiles && intervalMs < INTERVALS['1h'];
+  // Percentiles per bucket under an hour are worked out per point (query/metric-quantiles.ts); the cells then only
+  // choose the groups, so they are the range's totals.
+  const perPoint = quantiles && intervalMs < INTERVALS['1h'];
   const q = (f: MetricFilter): AggregateQuery => ({
     filter: f,
     intervalMs,
     groupBy: i.groupBy ? [i.groupBy] : [],
-    sketches: quantiles && !exact,
+    sketches: quantiles && !perPoint,
   });
-  const period = async (
-    f: MetricFilter,
-    cellsOf: Promise<Cell[]>,
-    keep: readonly (string | null)[] | null,
-  ) => {
-    const cells = await cellsOf;
-    const groups = keep ?? topGroups(cells, i.groupBy);
-    const exactValues = exact
-      ? await exactQuantiles(engine, dataDir, q(f), i.groupBy ? groups : null, OTHER_GROUP)
-      : null;
+  const cellsOf = (f: MetricFilter) =>
+    aggregate(engine, dataDir, perPoint ? { ...q(f), intervalMs: null } : q(f));
+  let exact = perPoint;
+  const period = async (f: MetricFilter, cells: Promise<Cell[]>, keep: readonly (string | null)[] | null) => {
+    const groups = keep ?? topGroups(await cells, i.groupBy);
+    let points: PointQuantiles | null = null;
+    if (perPoint) {
+      const p = await pointQuantiles(engine, dataDir, q(f), i.groupBy ? groups : null, OTHER_GROUP);
+      exact &&= p.exact;
+      points = p.values;
+    }
     const starts = bucketStarts(f.from, f.to, intervalMs);
-    return { groups, series: seriesOf(cells, i.metric, i.groupBy, starts, intervalMs, groups, exactValues) };
+    return { groups, series: seriesOf(await cells, i.metric, i.groupBy, starts, intervalMs, groups, points) };
   };
   const previousFilter = shifted(i.filter);
   // Both periods' cells at once; the previous one's series wait for the current one's groups.
-  const previousCells = i.compare ? aggregate(engine, dataDir, q(previousFilter)) : null;
+  const previousCells = i.compare ? cellsOf(previousFilter) : null;
   // Awaited below; until then a failure of it must not go unhandled if the current period fails first.
   previousCells?.catch(() => {});
-  const current = await period(i.filter, aggregate(engine, dataDir, q(i.filter)), null);
-  const answer = {
+  const current = await period(i.filter, cellsOf(i.filter), null);
+  // The previous period keeps the current one's groups, so the two compare line by line.
+  const previous = previousCells ? await period(previousFilter, previousCells, current.groups) : null;
+  return {
     metric: i.metric,
     interval: i.interval,
+    // Exact only when every point of both periods is.
     percentiles: exact ? ('exact' as const) : ('sketch' as const),
     from: iso(i.filter.from),
     to: iso(i.filter.to),
     series: current.series,
-  };
-  if (!previousCells) return answer;
-  // The previous period keeps the current one's groups, so the two compare line by line.
-  const previous = await period(previousFilter, previousCells, current.groups);
-  return {
-    ...answer,
-    previous: { from: iso(previousFilter.from), to: iso(previousFilter.to), series: previous.series },
+    ...(previous && {
+      previous: { from: iso(previousFilter.from), to: iso(previousFilter.to), series: previous.series },
+    }),
   };
 }
 

@@ -8,7 +8,7 @@ import { type KeyTable, type MinutesCache, RAW_KIND } from './minutes-cache.js';
  */
 
 /** The same filter on a rollup file's key `k` (the endpoint there is the template). */
-function keyPasses(f: MetricFilter, keys: KeyTable, k: number): boolean {
+export function keyPasses(f: MetricFilter, keys: KeyTable, k: number): boolean {
   if (f.service !== undefined && keys.service[k] !== f.service) return false;
   if (f.environment !== undefined && keys.environment[k] !== f.environment) return false;
   if (f.method !== undefined && keys.method[k] !== f.method) return false;
@@ -144,7 +144,7 @@ export class Cells {
 }
 
 /** The first index of sorted `values` at or above `v`. */
-function lowerBound(values: Float64Array, n: number, v: number): number {
+export function lowerBound(values: Float64Array, n: number, v: number): number {
   let lo = 0;
   let hi = n;
   while (lo < hi) {

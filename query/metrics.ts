@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { GROUP_FIELDS } from '../schemas/metrics.js';
 import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
-import { listPartitionFiles, listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
+import { listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
 import { isFinalMerge } from '../storage/manifest.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
@@ -86,7 +86,7 @@ interface Part {
 }
 
 /** The conditions of the filter (but the time range) on executions. */
-function filterSql(f: MetricFilter, params: Record<string, SqlParam>): string[] {
+export function filterSql(f: MetricFilter, params: Record<string, SqlParam>): string[] {
   const where: string[] = [];
   if (f.service !== undefined) {
     params.service = f.service;
@@ -111,7 +111,7 @@ function filterSql(f: MetricFilter, params: Record<string, SqlParam>): string[] 
   return where;
 }
 
-const timeSql = (q: AggregateQuery, column: string) =>
+export const timeSql = (q: AggregateQuery, column: string) =>
   q.intervalMs === null
     ? '0::DOUBLE'
     : `((epoch_ms(${column}) // $interval::BIGINT) * $interval::BIGINT)::DOUBLE`;
@@ -119,7 +119,7 @@ const timeSql = (q: AggregateQuery, column: string) =>
 const groupSql = (q: AggregateQuery) =>
   q.groupBy.map((g, i) => `${g === 'endpoint' ? endpointTemplateSql('endpoint') : g} AS g${i}`);
 
-const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
+export const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
 
 /** Executions to read: `files` where `time` (a condition on started_at, with its `params`). */
 interface RawRead {
@@ -129,7 +129,9 @@ interface RawRead {
 }
 
 /** What a query reads: executions, and the rollups that hold its counts and its sketches. */
-interface Sources {
+export interface Sources {
+  /** Whether rollups are read (else every file is read as executions: no rollup, or a filter they cannot answer). */
+  rollups: boolean;
   raw: RawRead[];
   counts: RollupRead[];
   sketch: RollupRead[];
@@ -144,15 +146,16 @@ type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
  * - the rollups of the files of the hours wholly in range, at hour resolution, when the buckets are whole hours
  *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
  *   environment and outcome, else of kind 3;
- * - the rollups of the other covered files at minute resolution (kinds 0, 1), over their whole minutes in range;
+ * - the rollups of the other covered files at minute resolution (kind 0; sketches of kind 5 at the level of
+ *   service and environment, else of kind 1), over their whole minutes in range;
  * - those files themselves over the minutes cut by `from` or `to` (`raw`);
  * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups (`raw`).
  */
-function sources(listed: Listed, q: AggregateQuery): Sources {
+export function planSources(listed: Listed, q: AggregateQuery): Sources {
   const f = q.filter;
   const useRollups =
     listed.sidecars.length > 0 && f.issueId === undefined && (!f.endpoint || rollupsCanFilter(f.endpoint));
-  const out: Sources = { raw: [], counts: [], sketch: [], edges: [] };
+  const out: Sources = { rollups: useRollups, raw: [], counts: [], sketch: [], edges: [] };
   const rawRead = (files: string[], time: string, params: Record<string, SqlParam>) => {
     if (files.length > 0) out.raw.push({ files, time, params });
   };
@@ -174,6 +177,7 @@ function sources(listed: Listed, q: AggregateQuery): Sources {
     else byMinute.push({ sidecar, file: listed.covered[i]!, hour });
   });
   const serviceLevel = !f.endpoint && !f.method && q.groupBy.every((g) => SERVICE_LEVEL.has(g));
+  const environmentLevel = serviceLevel && !q.groupBy.includes('outcome');
   if (byHour.length > 0) {
     out.counts.push({ sidecars: byHour, kind: MINUTE_KIND.hourCounts });
     out.sketch.push({
@@ -195,7 +199,11 @@ function sources(listed: Listed, q: AggregateQuery): Sources {
   const sidecars = byMinute.map((m) => m.sidecar);
   const minutes = { from: firstWhole, to: lastWhole };
   out.counts.push({ sidecars, kind: MINUTE_KIND.counts, minutes });
-  out.sketch.push({ sidecars, kind: MINUTE_KIND.sketch, minutes });
+  out.sketch.push({
+    sidecars,
+    kind: environmentLevel ? MINUTE_KIND.serviceSketch : MINUTE_KIND.sketch,
+    minutes,
+  });
   // The cut minutes at either end, from the covered files of their hours: the merge that ended its hour from its
   // rows kept in memory (it stays as long as the hour), any other with a statement.
   const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
@@ -229,7 +237,7 @@ function sources(listed: Listed, q: AggregateQuery): Sources {
 }
 
 /** A raw read as a SELECT of `t, g0…, <measures>` over its files, grouped. */
-function rawPart(q: AggregateQuery, read: RawRead, measures: string): Part {
+export function rawPart(q: AggregateQuery, read: RawRead, measures: string): Part {
   const params: Record<string, SqlParam> = { ...read.params, files: read.files };
   if (q.intervalMs !== null) params.interval = q.intervalMs;
   const where = [read.time, ...filterSql(q.filter, params)];
@@ -243,7 +251,7 @@ function rawPart(q: AggregateQuery, read: RawRead, measures: string): Part {
 }
 
 /** The parts as one statement: each part's parameters renamed apart (`$p<k>_<name>`). */
-function union(parts: Part[], outer: (inner: string) => string): Part {
+export function union(parts: Part[], outer: (inner: string) => string): Part {
   const params: Record<string, SqlParam> = {};
   const sqls = parts.map((p, k) => {
     for (const [name, v] of Object.entries(p.params)) params[`p${k}_${name}`] = v;
@@ -260,7 +268,7 @@ export async function aggregate(engine: QueryEngine, dataDir: string, q: Aggrega
   const cache = minutesCacheOf(engine);
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
   const f = q.filter;
-  const plan = sources(
+  const plan = planSources(
     await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to),
     q,
   );
@@ -296,53 +304,3 @@ FROM (${inner}) GROUP BY ALL`,
   // A cell only a sketch row made (impossible: every execution is counted) would carry no requests.
   return cells.done().filter((c) => c.requests > 0);
 }
-
-/**
- * Latency quantiles (p50, p95, p99) per time bucket and group computed exactly (`quantile_cont`) over the executions
- * in range: for minute buckets, where the rollups' sketches hold about as many rows as the executions and cost more
- * to merge (24 h of 10M executions, per minute and service: 3.5 s from the sketches, 0.5 s exactly). With one
- * groupBy field, the groups of `kept` are kept and the rest are one, `__other__`.
- */
-export async function exactQuantiles(
-  engine: QueryEngine,
-  dataDir: string,
-  q: AggregateQuery,
-  kept: readonly (string | null)[] | null,
-  other: string,
-): Promise<Map<string, [number, number, number]>> {
-  const f = q.filter;
-  const files = await listPartitionFiles(dataDir, 'executions', f.workspaceId, f.mode, f.from, f.to);
-  const out = new Map<string, [number, number, number]>();
-  if (files.length === 0) return out;
-  const params: Record<string, SqlParam> = { files, from: f.from, to: f.to };
-  if (q.intervalMs !== null) params.interval = q.intervalMs;
-  const where = [
-    'started_at >= epoch_ms($from::BIGINT)',
-    'started_at < epoch_ms($to::BIGINT)',
-    ...filterSql(f, params),
-  ];
-  let group = 'NULL::VARCHAR';
-  const field = q.groupBy[0];
-  if (field !== undefined) {
-    const g = field === 'endpoint' ? endpointTemplateSql('endpoint') : field;
-    if (kept === null) group = `${g}`;
-    else {
-      params.kept = kept.filter((k): k is string => k !== null);
-      params.other = other;
-      group = `CASE WHEN ${g} IS NULL THEN ${kept.includes(null) ? 'NULL' : '$other'}
-        WHEN list_contains($kept, ${g}) THEN ${g} ELSE $other END`;
-    }
-  }
-  const rows = await engine.all(
-    `SELECT ${timeSql(q, 'started_at')} AS t, ${group} AS g, quantile_cont(duration_ms, [0.5, 0.95, 0.99]) AS q
-     FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
-     WHERE ${where.join(' AND ')}
-     GROUP BY ALL`,
-    params,
-  );
-  for (const r of rows)
-    out.set(quantileKey(Number(r.t), (r.g ?? null) as string | null), r.q as [number, number, number]);
-  return out;
-}
-
-export const quantileKey = (t: number, g: string | null) => `${t} ${g === null ? '\u0000' : `=${g}`}`;

@@ -77,3 +77,12 @@ export function sketchOfMap(m: ReadonlyMap<number, number>): Sketch {
   const buckets = [...m.keys()].sort((a, b) => a - b);
   return { buckets, counts: buckets.map((b) => m.get(b)!) };
 }
+
+/**
+ * Buckets as small non-negative integers, for arrays indexed by bucket (query/metric-quantiles.ts): 0 for zero, then
+ * every bucket a positive double can fall in, ascending (the smallest double's to the largest's): 134,274 slots.
+ */
+const MIN_BUCKET = bucketOf(Number.MIN_VALUE);
+export const SLOTS = bucketOf(Number.MAX_VALUE) - MIN_BUCKET + 2;
+export const slotOf = (bucket: number) => (bucket === ZERO_BUCKET ? 0 : bucket - MIN_BUCKET + 1);
+export const slotValue = (slot: number) => (slot === 0 ? 0 : bucketValue(slot - 1 + MIN_BUCKET));

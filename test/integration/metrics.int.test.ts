@@ -106,7 +106,7 @@ describe('execution metrics', () => {
     const to = hour + HOUR;
     const range = `from=${from}&to=${to}`;
 
-    const check = async () => {
+    const check = async (rolledUp: boolean) => {
       const o = await get<Overview>(u, `/api/metrics/overview?${range}`);
       expect(o.percentiles).toBe('sketch');
       expect(o.services.map((s) => [s.service, s.requests])).toEqual([
@@ -146,20 +146,39 @@ describe('execution metrics', () => {
       const checkout = Object.fromEntries(ts.series[0]!.points.map((p) => [p.t, p.value]));
       expect(checkout[at(9)]).toBe(0);
       expect(checkout[at(10)]! + checkout[at(11)]! + checkout[at(12)]!).toBe(120);
-      // Minute buckets' percentiles are exact; whole hours' come from the sketches.
+      // Minute buckets' percentiles are computed exactly from the executions, then come from the per-minute
+      // sketches once they are rolled up; with an endpoint filter the rollups cannot answer, always exactly.
       const p95 = await get<Timeseries>(
         u,
         `/api/metrics/timeseries?${range}&metric=latency_p95&interval=1m&groupBy=service`,
       );
-      expect(p95.percentiles).toBe('exact');
-      const inMinute10 = executions
-        .filter((e) => e.service === 'checkout')
-        .filter((e) => Math.floor(Date.parse(e.startedAt as string) / MINUTE) * MINUTE === hour + 10 * MINUTE)
-        .map((e) => e.durationMs as number);
-      expect(inMinute10.length).toBeGreaterThan(10);
+      expect(p95.percentiles).toBe(rolledUp ? 'sketch' : 'exact');
+      const inMinute10 = (keep: (e: Record<string, unknown>) => boolean) =>
+        executions
+          .filter((e) => e.service === 'checkout' && keep(e))
+          .filter(
+            (e) => Math.floor(Date.parse(e.startedAt as string) / MINUTE) * MINUTE === hour + 10 * MINUTE,
+          )
+          .map((e) => e.durationMs as number);
       const checkoutP95 = p95.series.find((s) => s.group.service === 'checkout')!.points;
-      expect(checkoutP95.find((p) => p.t === at(10))!.value).toBeCloseTo(exactQuantile(inMinute10, 0.95), 9);
+      const all = exactQuantile(
+        inMinute10(() => true),
+        0.95,
+      );
+      if (rolledUp) within(checkoutP95.find((p) => p.t === at(10))!.value, all);
+      else expect(checkoutP95.find((p) => p.t === at(10))!.value).toBeCloseTo(all, 9);
       expect(checkoutP95.find((p) => p.t === at(9))!.value).toBeNull();
+      const exactP95 = await get<Timeseries>(
+        u,
+        `/api/metrics/timeseries?${range}&metric=latency_p95&interval=1m&groupBy=service&endpoint=/orders/10*`,
+      );
+      expect(exactP95.percentiles).toBe('exact');
+      const orders = inMinute10((e) => (e.endpoint as string).startsWith('/orders/10'));
+      expect(orders.length).toBeGreaterThan(5);
+      expect(
+        exactP95.series.find((s) => s.group.service === 'checkout')!.points.find((p) => p.t === at(10))!
+          .value,
+      ).toBeCloseTo(exactQuantile(orders, 0.95), 9);
       const hourly = await get<Timeseries>(
         u,
         `/api/metrics/timeseries?${range}&metric=latency_p99&interval=1h&groupBy=service`,
@@ -180,7 +199,7 @@ describe('execution metrics', () => {
       return { o, ts, ep };
     };
 
-    const scanned = await check();
+    const scanned = await check(false);
     await stack.service.pipeline!.compact();
     const listed = await listSidecarsAndFiles(
       'minutes',
@@ -192,7 +211,7 @@ describe('execution metrics', () => {
     );
     expect(listed.sidecars).toHaveLength(1);
     expect(listed.files).toEqual([]);
-    const rolledUp = await check();
+    const rolledUp = await check(true);
     // The same sketches either way: equal percentiles, equal counts.
     expect(rolledUp.ts).toEqual(scanned.ts);
     expect(rolledUp.ep.data.map((r) => [r.endpoint, r.requests, r.p99])).toEqual(
@@ -373,6 +392,105 @@ describe('execution metrics', () => {
         .files,
     ).toEqual([]);
     await check();
+  });
+
+  it('sweeps per-minute percentiles of kept groups and __other__ from rollups, cut minutes and late rows', async () => {
+    const u = await signup(stack.service);
+    const base = Math.floor(Date.now() / HOUR) * HOUR - 4 * HOUR;
+    // 13 services with distinct counts (s00 the busiest), over two hours; zero, tiny and the longest durations too.
+    const made: { service: string; environment: string; failed: boolean; t: number; d: number }[] = [];
+    const batch = (n: number, salt: number) =>
+      Array.from({ length: n }, (_, i) => {
+        const k = (i * 7 + salt) % 91;
+        const service = `s${String(Math.floor((Math.sqrt(8 * k + 1) - 1) / 2) % 13).padStart(2, '0')}`;
+        const t = base + ((i * 7919 + salt * 104_729) % (2 * HOUR));
+        const d =
+          i % 97 === 0
+            ? 0
+            : i % 89 === 0
+              ? 1e-7
+              : i % 83 === 0
+                ? 86_400_000
+                : Math.exp(1 + ((i * 37) % 101) / 17);
+        const environment = i % 3 === 0 ? 'staging' : 'production';
+        const failed = i % 11 === 0;
+        made.push({ service, environment, failed, t, d });
+        return execution({
+          service,
+          environment,
+          startedAt: new Date(t).toISOString(),
+          durationMs: d,
+          statusCode: failed ? 503 : 200,
+        });
+      });
+    const first = batch(1500, 1);
+    await send(u, { executions: first.slice(0, 750) });
+    await send(u, { executions: first.slice(750) });
+    await stack.service.pipeline!.compact();
+    // Late rows in the same hours, in files no rollup covers yet.
+    await send(u, { executions: batch(400, 2) });
+    const from = base + 90_500;
+    const to = base + 2 * HOUR - 25_000;
+    const listed = await listSidecarsAndFiles(
+      'minutes',
+      stack.config.dataDir,
+      u.workspaceId,
+      'test',
+      from,
+      to,
+    );
+    expect(listed.sidecars.length).toBeGreaterThan(0);
+    expect(listed.files.length).toBeGreaterThan(0);
+
+    const expectPoints = async (
+      query: string,
+      interval: number,
+      q: number,
+      keyOf: (e: (typeof made)[0]) => string | null,
+    ) => {
+      const ts = await get<Timeseries>(u, `/api/metrics/timeseries?from=${from}&to=${to}&${query}`);
+      expect(ts.percentiles).toBe('sketch');
+      const inRange = made.filter((e) => e.t >= from && e.t < to);
+      const field = /groupBy=(\w+)/.exec(query)?.[1];
+      // The groups kept: the ten with most executions (then by name), the rest `__other__`.
+      const totals = new Map<string | null, number>();
+      for (const e of inRange) if (keyOf(e) !== null) totals.set(keyOf(e), (totals.get(keyOf(e)) ?? 0) + 1);
+      const kept = [...totals]
+        .sort((a, b) => b[1] - a[1] || String(a[0]).localeCompare(String(b[0])))
+        .slice(0, 10)
+        .map(([g]) => g);
+      const groupOf = (g: string | null) => (field === undefined ? null : kept.includes(g) ? g : '__other__');
+      expect(ts.series.length).toBe(field === undefined ? 1 : Math.min(totals.size, 11));
+      let compared = 0;
+      for (const series of ts.series) {
+        const g = field === undefined ? null : series.group[field]!;
+        for (const p of series.points) {
+          const start = Date.parse(p.t);
+          const d = inRange
+            .filter(
+              (e) => keyOf(e) !== null && groupOf(keyOf(e)) === g && e.t >= start && e.t < start + interval,
+            )
+            .map((e) => e.d);
+          if (d.length === 0) expect(p.value, `${g} ${p.t}`).toBeNull();
+          else {
+            within(p.value, exactQuantile(d, q));
+            compared++;
+          }
+        }
+      }
+      expect(compared).toBeGreaterThanOrEqual(16);
+    };
+    await expectPoints('metric=latency_p95&interval=1m&groupBy=service', MINUTE, 0.95, (e) => e.service);
+    await expectPoints('metric=latency_p50&interval=5m&groupBy=service', 5 * MINUTE, 0.5, (e) => e.service);
+    await expectPoints(
+      'metric=latency_p99&interval=15m&groupBy=outcome&environment=staging',
+      15 * MINUTE,
+      0.99,
+      (e) => (e.environment === 'staging' ? (e.failed ? 'failed' : 'success') : null),
+    );
+    await expectPoints('metric=latency_p99&interval=1m&serviceName=s03', MINUTE, 0.99, (e) =>
+      e.service === 's03' ? 's03' : null,
+    );
   });
 
   it('refuses what it cannot answer, naming the parameter', async () => {

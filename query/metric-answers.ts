@@ -2,15 +2,23 @@ import { validationError } from '../schemas/errors.js';
 import { type ENDPOINT_SORTS, INTERVAL_NAMES, type TIMESERIES_METRICS } from '../schemas/metrics.js';
 import type { HealthThresholds } from '../schemas/settings.js';
 import type { QueryEngine } from '../storage/duckdb.js';
-import { mergeInto, sketchOfMap, sketchQuantiles } from '../storage/sketch.js';
-import { type PointQuantiles, pointQuantiles } from './metric-quantiles.js';
-import { type AggregateQuery, aggregate, type Cell, type GroupField, type MetricFilter } from './metrics.js';
+import { groupKeyOf } from './metric-cells.js';
+import { type Grouping, type Quantiles, quantiles } from './metric-quantiles.js';
+import {
+  type AggregateQuery,
+  aggregate,
+  type Cell,
+  type GroupField,
+  type Listed,
+  listFor,
+  type MetricFilter,
+} from './metrics.js';
 
 /**
- * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8), from the cells of
- * query/metrics.ts. Percentiles come from the latency sketches (`"percentiles": "sketch"`, within 1 %); a
- * timeseries' in buckets under an hour from query/metric-quantiles.ts: swept from the per-minute sketches, or
- * computed exactly (`"exact"`) when no rollup answers it.
+ * The answers of `/api/metrics/overview`, `/timeseries` and `/endpoints` (CONTRACT §8): counts from the cells of
+ * query/metrics.ts, percentiles from query/metric-quantiles.ts, both from one listing of the range's files. The
+ * percentiles come from the rollups' latency sketches (`"percentiles": "sketch"`, within 0.54 %), or are computed
+ * exactly (`"exact"`) when no rollup answers.
  */
 
 export const INTERVALS: Record<Interval, number> = {
@@ -80,14 +88,14 @@ interface Latency {
   p99: number | null;
 }
 
-function latencyOf(c: Pick<Cell, 'requests' | 'durationSum' | 'sketch'>): Latency {
-  const [p50, p95, p99] = sketchQuantiles(sketchOfMap(c.sketch), [0.5, 0.95, 0.99]);
-  return {
-    avg: c.requests > 0 ? c.durationSum / c.requests : null,
-    p50: p50 ?? null,
-    p95: p95 ?? null,
-    p99: p99 ?? null,
+/** The latency of a cell: its average, and its quantiles at `at` in `of` (query/metric-quantiles.ts). */
+function latencyOf(c: Cell, of: Quantiles, at = 0): Latency {
+  const values = of.byGroup.get(groupKeyOf(c.group))?.values;
+  const q = (k: number) => {
+    const v = values?.[at + k];
+    return v === undefined || Number.isNaN(v) ? null : v;
   };
+  return { avg: c.requests > 0 ? c.durationSum / c.requests : null, p50: q(0), p95: q(1), p99: q(2) };
 }
 
 export type Health = 'healthy' | 'degraded' | 'critical';
@@ -101,12 +109,11 @@ export function healthOf(failureRate: number, p95: number | null, t: HealthThres
 
 const shifted = (f: MetricFilter): MetricFilter => ({ ...f, from: 2 * f.from - f.to, to: f.from });
 
-/** Adds cell `c`'s figures into `into`. */
+/** Adds cell `c`'s counts into `into`. */
 function addCell(into: Cell, c: Cell): void {
   into.requests += c.requests;
   into.failed += c.failed;
   into.durationSum += c.durationSum;
-  if (c.sketch.size > 0) mergeInto(into.sketch, c.sketch);
 }
 
 const emptyCell = (t: number, group: (string | null)[]): Cell => ({
@@ -115,8 +122,22 @@ const emptyCell = (t: number, group: (string | null)[]): Cell => ({
   requests: 0,
   failed: 0,
   durationSum: 0,
-  sketch: new Map(),
 });
+
+/** A query's counts and quantiles, from one listing. */
+async function countsAndQuantiles(
+  engine: QueryEngine,
+  dataDir: string,
+  q: AggregateQuery,
+  grouping: Grouping,
+) {
+  const listed = await listFor(dataDir, q.filter);
+  const [cells, latency] = await Promise.all([
+    aggregate(engine, listed, q),
+    quantiles(engine, listed, q, grouping),
+  ]);
+  return { cells, latency };
+}
 
 // ---- overview ----
 
@@ -127,40 +148,44 @@ export async function overview(
   thresholds: HealthThresholds,
 ) {
   const minutes = (filter.to - filter.from) / MINUTE_MS;
-  const q = (f: MetricFilter): AggregateQuery => ({
-    filter: f,
-    intervalMs: null,
-    groupBy: ['service'],
-    sketches: true,
-  });
-  const [now, before] = await Promise.all([
-    aggregate(engine, dataDir, q(filter)),
-    aggregate(engine, dataDir, q(shifted(filter))),
-  ]);
-  const figures = (c: Cell) => ({
+  const q = (f: MetricFilter): AggregateQuery => ({ filter: f, intervalMs: null, groupBy: ['service'] });
+  const [now, before] = await Promise.all(
+    [filter, shifted(filter)].map((f) => countsAndQuantiles(engine, dataDir, q(f), { kind: 'fields' })),
+  );
+  const figures = (c: Cell, latency: Quantiles) => ({
     requests: c.requests,
     throughputPerMin: c.requests / minutes,
     failed: c.failed,
     failureRate: c.requests > 0 ? c.failed / c.requests : 0,
-    latency: latencyOf(c),
+    latency: latencyOf(c, latency),
   });
-  const previous = new Map(before.map((c) => [c.group[0], c]));
-  const services = now
+  const previous = new Map(before!.cells.map((c) => [c.group[0], c]));
+  const services = now!.cells
     .sort((a, b) => b.requests - a.requests || String(a.group[0]).localeCompare(String(b.group[0])))
     .map((c) => {
-      const f = figures(c);
+      const f = figures(c, now!.latency);
       return {
         service: c.group[0] as string,
         ...f,
         health: healthOf(f.failureRate, f.latency.p95, thresholds),
-        previous: figures(previous.get(c.group[0]) ?? emptyCell(0, c.group)),
+        previous: figures(previous.get(c.group[0]) ?? emptyCell(0, c.group), before!.latency),
       };
     });
-  return { from: iso(filter.from), to: iso(filter.to), percentiles: 'sketch' as const, services };
+  return {
+    from: iso(filter.from),
+    to: iso(filter.to),
+    percentiles: percentilesOf(now!.latency, before!.latency),
+    services,
+  };
 }
+
+/** `exact` when every quantile of an answer was computed exactly. */
+const percentilesOf = (...all: Quantiles[]) =>
+  all.every((q) => q.exact) ? ('exact' as const) : ('sketch' as const);
 
 // ---- timeseries ----
 
+/** A count metric's value in a cell (the latency quantiles come from query/metric-quantiles.ts). */
 function metricValue(metric: TimeseriesMetric, c: Cell, intervalMs: number): number | null {
   switch (metric) {
     case 'requests':
@@ -171,14 +196,8 @@ function metricValue(metric: TimeseriesMetric, c: Cell, intervalMs: number): num
       return c.requests / (intervalMs / MINUTE_MS);
     case 'failure_rate':
       return c.requests > 0 ? c.failed / c.requests : null;
-    case 'latency_avg':
+    default:
       return c.requests > 0 ? c.durationSum / c.requests : null;
-    case 'latency_p50':
-      return latencyOf(c).p50;
-    case 'latency_p95':
-      return latencyOf(c).p95;
-    case 'latency_p99':
-      return latencyOf(c).p99;
   }
 }
 
@@ -205,8 +224,9 @@ const QUANTILE_INDEX: Partial<Record<TimeseriesMetric, number>> = {
 };
 
 /**
- * Per group of `groups`, and one `__other__` for the rest when there are any, a point for every bucket. Latency
- * quantiles come from `perPoint` when given (query/metric-quantiles.ts), else from the cells' sketches.
+ * Per group of `groups`, and one `__other__` for the rest when there are any, a point for every bucket: of a count
+ * metric from the cells (per bucket), of a latency quantile from `latency` (the cells are then the range's totals,
+ * which only tell whether there is an `__other__`).
  */
 function seriesOf(
   cells: Cell[],
@@ -215,12 +235,25 @@ function seriesOf(
   starts: number[],
   intervalMs: number,
   groups: readonly (string | null)[],
-  perPoint: PointQuantiles | null,
+  latency: Quantiles | null,
 ): Series[] {
   const kept = new Set(groups);
   const groupOf = (c: Cell) =>
     groupBy === undefined ? null : kept.has(c.group[0] ?? null) ? (c.group[0] ?? null) : OTHER_GROUP;
   const keys = cells.some((c) => groupOf(c) === OTHER_GROUP) ? [...groups, OTHER_GROUP] : [...groups];
+  const isoOf = starts.map(iso);
+  const quantile = QUANTILE_INDEX[metric];
+  if (latency && quantile !== undefined)
+    return keys.map((g) => {
+      const values = latency.byGroup.get(groupKeyOf(groupBy === undefined ? [] : [g]))?.values;
+      return {
+        group: groupBy === undefined ? {} : { [groupBy]: g },
+        points: starts.map((_, i) => {
+          const v = values?.[i * 3 + quantile];
+          return { t: isoOf[i]!, value: v === undefined || Number.isNaN(v) ? null : v };
+        }),
+      };
+    });
   // Per group, per bucket index: the cell, merged when several fold into one (__other__).
   const index = new Map(starts.map((t, i) => [t, i]));
   const byGroup = new Map(keys.map((g) => [g, new Array<Cell | undefined>(starts.length)]));
@@ -239,24 +272,14 @@ function seriesOf(
       at[i] = merged;
     }
   }
-  const isoOf = starts.map(iso);
-  const quantile = QUANTILE_INDEX[metric];
   const empty = metricValue(metric, emptyCell(0, []), intervalMs);
   return keys.map((g) => {
     const at = byGroup.get(g)!;
-    const quantiles = perPoint && quantile !== undefined ? perPoint.get(g) : undefined;
     return {
       group: groupBy === undefined ? {} : { [groupBy]: g },
       points: starts.map((_, i) => {
-        let value: number | null;
-        if (quantiles) {
-          const v = quantiles[i * 3 + quantile!]!;
-          value = Number.isNaN(v) ? null : v;
-        } else {
-          const cell = at[i];
-          value = cell ? metricValue(metric, cell, intervalMs) : empty;
-        }
-        return { t: isoOf[i]!, value };
+        const cell = at[i];
+        return { t: isoOf[i]!, value: cell ? metricValue(metric, cell, intervalMs) : empty };
       }),
     };
   });
@@ -272,43 +295,49 @@ export interface TimeseriesInput {
 
 export async function timeseries(engine: QueryEngine, dataDir: string, i: TimeseriesInput) {
   const intervalMs = INTERVALS[i.interval];
-  const quantiles = QUANTILE_INDEX[i.metric] !== undefined;
-  // Percentiles per bucket under an hour are worked out per point (query/metric-quantiles.ts); the cells then only
-  // choose the groups, so they are the range's totals.
-  const perPoint = quantiles && intervalMs < INTERVALS['1h'];
+  const latencyMetric = QUANTILE_INDEX[i.metric] !== undefined;
   const q = (f: MetricFilter): AggregateQuery => ({
     filter: f,
     intervalMs,
     groupBy: i.groupBy ? [i.groupBy] : [],
-    sketches: quantiles && !perPoint,
   });
-  const cellsOf = (f: MetricFilter) =>
-    aggregate(engine, dataDir, perPoint ? { ...q(f), intervalMs: null } : q(f));
-  let exact = perPoint;
-  const period = async (f: MetricFilter, cells: Promise<Cell[]>, keep: readonly (string | null)[] | null) => {
-    const groups = keep ?? topGroups(await cells, i.groupBy);
-    let points: PointQuantiles | null = null;
-    if (perPoint) {
-      const p = await pointQuantiles(engine, dataDir, q(f), i.groupBy ? groups : null, OTHER_GROUP);
-      exact &&= p.exact;
-      points = p.values;
-    }
+  // The counts per bucket; for a latency quantile only the range's totals, which choose the groups.
+  const counted = async (f: MetricFilter) => {
+    const listed = await listFor(dataDir, f);
+    return {
+      listed,
+      cells: await aggregate(engine, listed, latencyMetric ? { ...q(f), intervalMs: null } : q(f)),
+    };
+  };
+  const period = async (
+    f: MetricFilter,
+    counts: { listed: Listed; cells: Cell[] },
+    keep: readonly (string | null)[] | null,
+  ) => {
+    const groups = keep ?? topGroups(counts.cells, i.groupBy);
+    const latency = latencyMetric
+      ? await quantiles(engine, counts.listed, q(f), { kind: 'kept', kept: groups, other: OTHER_GROUP })
+      : null;
     const starts = bucketStarts(f.from, f.to, intervalMs);
-    return { groups, series: seriesOf(await cells, i.metric, i.groupBy, starts, intervalMs, groups, points) };
+    return {
+      groups,
+      latency,
+      series: seriesOf(counts.cells, i.metric, i.groupBy, starts, intervalMs, groups, latency),
+    };
   };
   const previousFilter = shifted(i.filter);
-  // Both periods' cells at once; the previous one's series wait for the current one's groups.
-  const previousCells = i.compare ? cellsOf(previousFilter) : null;
+  // Both periods' counts at once; the previous one's series wait for the current one's groups.
+  const previousCounts = i.compare ? counted(previousFilter) : null;
   // Awaited below; until then a failure of it must not go unhandled if the current period fails first.
-  previousCells?.catch(() => {});
-  const current = await period(i.filter, cellsOf(i.filter), null);
+  previousCounts?.catch(() => {});
+  const current = await period(i.filter, await counted(i.filter), null);
   // The previous period keeps the current one's groups, so the two compare line by line.
-  const previous = previousCells ? await period(previousFilter, previousCells, current.groups) : null;
+  const previous = previousCounts ? await period(previousFilter, await previousCounts, current.groups) : null;
+  const latencies = [current.latency, previous?.latency].filter((l): l is Quantiles => !!l);
   return {
     metric: i.metric,
     interval: i.interval,
-    // Exact only when every point of both periods is.
-    percentiles: exact ? ('exact' as const) : ('sketch' as const),
+    percentiles: latencies.length > 0 ? percentilesOf(...latencies) : ('sketch' as const),
     from: iso(i.filter.from),
     to: iso(i.filter.to),
     series: current.series,
@@ -329,14 +358,14 @@ export async function endpoints(
   sort: EndpointSort,
   limit: number,
 ) {
-  const cells = await aggregate(engine, dataDir, {
-    filter,
-    intervalMs: null,
-    groupBy: ['service', 'method', 'endpoint'],
-    sketches: true,
-  });
+  const { cells, latency } = await countsAndQuantiles(
+    engine,
+    dataDir,
+    { filter, intervalMs: null, groupBy: ['service', 'method', 'endpoint'] },
+    { kind: 'fields' },
+  );
   const rows = cells.map((c) => {
-    const l = latencyOf(c);
+    const l = latencyOf(c, latency);
     return {
       service: c.group[0] as string,
       method: c.group[1] ?? null,
@@ -362,5 +391,5 @@ export async function endpoints(
         `${a.service} ${a.method} ${a.endpoint}`.localeCompare(`${b.service} ${b.method} ${b.endpoint}`),
     )
     .slice(0, limit);
-  return { from: iso(filter.from), to: iso(filter.to), percentiles: 'sketch' as const, data };
+  return { from: iso(filter.from), to: iso(filter.to), percentiles: percentilesOf(latency), data };
 }

@@ -1,12 +1,11 @@
-import type { QueryEngine, SqlParam } from '../storage/duckdb.js';
-import { listSidecarsAndFiles } from '../storage/layout.js';
+import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { endpointTemplateSql } from '../storage/rollup.js';
 import { bucketSql, SLOTS, slotOf, slotValue } from '../storage/sketch.js';
-import { keyPasses, lowerBound } from './metric-cells.js';
+import { groupKeyOf, keyPasses, lowerBound } from './metric-cells.js';
 import {
   type AggregateQuery,
   filterSql,
-  type GroupField,
+  type Listed,
   planSources,
   rawPart,
   type Sources,
@@ -16,37 +15,48 @@ import {
 import { type KeyTable, type KindRows, minutesCacheOf, type SketchRuns } from './minutes-cache.js';
 
 /**
- * Latency quantiles (p50, p95, p99) per time bucket under an hour and group, for a timeseries (CONTRACT §8).
+ * Latency quantiles (p50, p95, p99) per time bucket and group (CONTRACT §8): an overview's per service, an endpoints
+ * list's per endpoint, a timeseries' per point.
  *
- * A chart of 24 h per minute and service has 15,840 points; each is a sketch of its ~350 executions, so the sketches
- * hold nearly as many rows as the executions (4.2M for 10M), and merged as maps they cost seconds. Here they are
- * swept once, in time order, from rollup rows kept in memory as runs (SketchRuns: one minute and key each, slots
- * ascending, cumulative counts). A point that is one run (a service's minute, from the per-minute service sketches,
- * rollup kind 5) has its quantiles found by binary search in the run, nothing added; the others (`__other__`, a
- * 5-minute bucket, several environments) are added into one dense array per group, indexed by slot with a sum per
- * 64 slots, the quantiles read off by walking the sums and then the slots they point into, and the touched part
- * zeroed for the next bucket: about 3 ns a row. Queries by outcome, endpoint or method sweep the per-minute sketches
- * of every key (kind 1).
+ * They come from the rollups' latency sketches (storage/sketch.ts), which for fine buckets hold nearly as many rows
+ * as the executions: a chart of 24 h per minute and service has 15,840 points of ~350 executions each, whose
+ * sketches are 4.2M rows for 10M executions. So the sketches are swept once, in time order, from rollup rows kept in
+ * memory as runs (SketchRuns: one minute, or hour, and key each; slots ascending; cumulative counts):
+ * - a point that is one run (a service's minute, from the per-minute service sketches, rollup kind 5) is read from
+ *   the run itself, by binary search, and the answer kept with the run for the next query;
+ * - the others (`__other__`, an endpoint's day, a 5-minute bucket) are added into one dense array per group, indexed
+ *   by slot over the slots the rows span, with a sum per 64 slots; the quantiles are read off by walking the sums,
+ *   then the slots of the blocks where a rank falls, and the touched part is zeroed for the next time bucket:
+ *   about 3 ns a row. Groups whose arrays would pass DENSE_BUDGET are swept in several passes.
+ * The minutes of a range's cut ends come from the executions kept in memory (RAW_KIND rows), the files no rollup
+ * covers from a statement, as for the counts (query/metrics.ts), from the same listing.
  *
- * The answer: per group (null without groupBy; `other` for the groups not kept), p50, p95 and p99 of each time bucket
- * (index i at 3i…3i+2), NaN where the bucket has no executions.
+ * When no rollup answers (none made yet, an issue, an endpoint filter they cannot answer), DuckDB computes the
+ * quantiles exactly (`quantile_cont`): then faster than bringing the rows here.
  */
-export type PointQuantiles = Map<string | null, Float64Array>;
+
+/** How rows fold into the answer's groups. */
+export type Grouping =
+  /** Each distinct value (tuple) of the query's groupBy fields its own group. */
+  | { kind: 'fields' }
+  /** One groupBy field: the `kept` values their own groups (null when not grouped), every other value `other`. */
+  | { kind: 'kept'; kept: readonly (string | null)[]; other: string };
+
+export interface Quantiles {
+  /** Whether they were computed exactly (else from the sketches, within 0.54 %). */
+  exact: boolean;
+  /** Per group (as groupKeyOf names its values; `[other]` for the rest): p50, p95, p99 at 3i…3i+2 for bucket i, NaN
+   * where it has no executions. */
+  byGroup: Map<string, { group: (string | null)[]; values: Float64Array }>;
+}
 
 const QUANTILES = [0.5, 0.95, 0.99] as const;
 const BLOCK_BITS = 6;
 const BLOCK = 2 ** BLOCK_BITS;
-const BLOCKS = Math.ceil(SLOTS / BLOCK);
+/** At most this many slots of dense arrays at once (32 MB); more groups are swept in further passes. */
+const DENSE_BUDGET = 4 * 2 ** 20;
 
-/** The groups of an answer: the kept ones, then `other`; one, null, without groupBy. */
-function groupsOf(kept: readonly (string | null)[] | null, other: string): (string | null)[] {
-  return kept === null ? [null] : [...kept, other];
-}
-
-/**
- * The dense arrays of a sweep, one per group, kept between queries (a sweep runs without awaiting, so one at a
- * time): 1 MB of address space a group, of which a sweep touches the few KB its durations fall in.
- */
+/** Dense arrays and block sums, kept between queries (a sweep runs without awaiting, so one at a time). */
 let scratch = new Float64Array(0);
 let blocks = new Float64Array(0);
 let values: Float64Array | null = null;
@@ -58,14 +68,17 @@ const ONE_RUN = 1;
 const DENSE = 2;
 
 /**
- * The groups being added up for one time bucket at a time, and their quantiles read off: from the run itself when a
- * group's bucket is one run of a rollup, else from the group's dense array.
+ * Groups `offset`…`offset + groups − 1` being added up for one time bucket at a time, over slots `minSlot`…
+ * `minSlot + width − 1`, and their quantiles read off: from the run itself when a group's bucket is one run of a
+ * rollup, else from the group's dense array.
  */
 export class Sweep {
+  readonly #blocks: number;
   readonly #state: Uint8Array;
   /** Per group in state ONE_RUN, the run: of which rows, which one. */
   readonly #runs: (SketchRuns | null)[];
   readonly #run: Int32Array;
+  /** Per dense group, the lowest and highest slot it holds (relative to minSlot) and its executions. */
   readonly #lo: Int32Array;
   readonly #hi: Int32Array;
   readonly #total: Float64Array;
@@ -73,31 +86,42 @@ export class Sweep {
   readonly #found = new Float64Array(6);
   readonly #order = new Int32Array(6);
 
-  constructor(readonly groups: number) {
-    if (scratch.length < groups * SLOTS) {
-      scratch = new Float64Array(groups * SLOTS);
-      blocks = new Float64Array(groups * BLOCKS);
-    }
+  constructor(
+    readonly offset: number,
+    readonly groups: number,
+    readonly minSlot: number,
+    readonly width: number,
+  ) {
+    this.#blocks = Math.ceil(width / BLOCK);
+    if (scratch.length < groups * width) scratch = new Float64Array(groups * width);
+    if (blocks.length < groups * this.#blocks) blocks = new Float64Array(groups * this.#blocks);
     values ??= Float64Array.from({ length: SLOTS }, (_, s) => slotValue(s));
     this.#state = new Uint8Array(groups);
     this.#runs = new Array<SketchRuns | null>(groups).fill(null);
     this.#run = new Int32Array(groups);
-    this.#lo = new Int32Array(groups).fill(SLOTS);
+    this.#lo = new Int32Array(groups).fill(width);
     this.#hi = new Int32Array(groups).fill(-1);
     this.#total = new Float64Array(groups);
   }
 
-  /** Adds `count` executions in slot `slot` to group `g`. */
-  add(g: number, slot: number, count: number): void {
-    this.#toDense(g);
-    scratch[g * SLOTS + slot]! += count;
-    blocks[g * BLOCKS + (slot >>> BLOCK_BITS)]! += count;
-    this.#total[g]! += count;
-    if (slot < this.#lo[g]!) this.#lo[g] = slot;
-    if (slot > this.#hi[g]!) this.#hi[g] = slot;
+  /** The group of this pass for an answer's group index, or -1. */
+  local(group: number): number {
+    const g = group - this.offset;
+    return g >= 0 && g < this.groups ? g : -1;
   }
 
-  /** Adds run `r` of a rollup's rows (SketchRuns) to group `g`. */
+  /** Adds `count` executions in slot `slot` to group `g` (of this pass). */
+  add(g: number, slot: number, count: number): void {
+    this.#toDense(g);
+    const s = slot - this.minSlot;
+    scratch[g * this.width + s]! += count;
+    blocks[g * this.#blocks + (s >>> BLOCK_BITS)]! += count;
+    this.#total[g]! += count;
+    if (s < this.#lo[g]!) this.#lo[g] = s;
+    if (s > this.#hi[g]!) this.#hi[g] = s;
+  }
+
+  /** Adds run `r` of a rollup's rows (SketchRuns) to group `g` (of this pass). */
   addRun(g: number, runs: SketchRuns, r: number): void {
     if (this.#state[g] === EMPTY) {
       this.#state[g] = ONE_RUN;
@@ -127,8 +151,9 @@ export class Sweep {
     // Locals: the hot loop reads no module binding.
     const dense = scratch;
     const sums = blocks;
-    const base = g * SLOTS;
-    const blockBase = g * BLOCKS;
+    const base = g * this.width - this.minSlot;
+    const blockBase = g * this.#blocks;
+    const minSlot = this.minSlot;
     let before = 0;
     for (let j = start; j < end; j++) {
       const slot = slots[j]!;
@@ -136,11 +161,11 @@ export class Sweep {
       const n = upTo - before;
       before = upTo;
       dense[base + slot]! += n;
-      sums[blockBase + (slot >>> BLOCK_BITS)]! += n;
+      sums[blockBase + ((slot - minSlot) >>> BLOCK_BITS)]! += n;
     }
     this.#total[g]! += before;
-    const first = slots[start]!;
-    const last = slots[end - 1]!;
+    const first = slots[start]! - minSlot;
+    const last = slots[end - 1]! - minSlot;
     if (first < this.#lo[g]!) this.#lo[g] = first;
     if (last > this.#hi[g]!) this.#hi[g] = last;
   }
@@ -178,14 +203,15 @@ export class Sweep {
   }
 
   /**
-   * Writes each touched group's quantiles to `out[g]` at `at` (as sketchQuantiles answers them: `quantile_cont`'s
-   * interpolation between the two closest ranks' bucket values) and clears the group for the next bucket.
+   * Writes each touched group's quantiles to `out[offset + g]` at `at` (as sketchQuantiles answers them:
+   * `quantile_cont`'s interpolation between the two closest ranks' bucket values) and clears the group for the next
+   * time bucket.
    */
   finish(out: Float64Array[], at: number): void {
     for (let g = 0; g < this.groups; g++) {
       const state = this.#state[g];
-      if (state === ONE_RUN) this.#finishRun(g, out[g]!, at);
-      else if (state === DENSE) this.#finishDense(g, out[g]!, at);
+      if (state === ONE_RUN) this.#finishRun(g, out[this.offset + g]!, at);
+      else if (state === DENSE) this.#finishDense(g, out[this.offset + g]!, at);
       this.#state[g] = EMPTY;
     }
   }
@@ -236,8 +262,8 @@ export class Sweep {
     const lo = this.#lo[g]!;
     const total = this.#total[g]!;
     this.#setRanks(total);
-    const base = g * SLOTS;
-    const blockBase = g * BLOCKS;
+    const base = g * this.width;
+    const blockBase = g * this.#blocks;
     let k = 0;
     let seen = 0;
     let target = ranks[order[0]!]!;
@@ -245,11 +271,11 @@ export class Sweep {
       const after = seen + sums[blockBase + b]!;
       if (after > target) {
         // The block holds the slot of the rank `target` (and maybe of the next ones).
-        let s = base + Math.max(lo, b * BLOCK);
+        let s = Math.max(lo, b * BLOCK);
         for (;;) {
-          seen += dense[s]!;
+          seen += dense[base + s]!;
           while (seen > target) {
-            found[order[k++]!] = v[s - base]!;
+            found[order[k++]!] = v[s + this.minSlot]!;
             if (k === 6) break;
             target = ranks[order[k]!]!;
           }
@@ -263,179 +289,266 @@ export class Sweep {
     this.#write(into, at, total);
     dense.fill(0, base + lo, base + hi + 1);
     sums.fill(0, blockBase + (lo >>> BLOCK_BITS), blockBase + (hi >>> BLOCK_BITS) + 1);
-    this.#lo[g] = SLOTS;
+    this.#lo[g] = this.width;
     this.#hi[g] = -1;
     this.#total[g] = 0;
   }
 }
 
-/** Per key of a rollup file, its group's index (-1 when the filter leaves it out). */
-function keyGroups(
-  q: AggregateQuery,
-  keys: KeyTable,
-  index: ReadonlyMap<string | null, number>,
-  other: number,
-): Int32Array {
-  const field = q.groupBy[0] as GroupField | undefined;
-  return Int32Array.from(keys.service, (_, k) => {
-    if (!keyPasses(q.filter, keys, k)) return -1;
-    if (field === undefined) return 0;
-    return index.get((keys[field][k] ?? null) as string | null) ?? other;
-  });
+/** The groups of an answer, numbered as they are met (the kept ones first, `other` last). */
+class Groups {
+  readonly #index = new Map<string, number>();
+  readonly list: (string | null)[][] = [];
+  readonly #other: number;
+
+  constructor(
+    readonly q: AggregateQuery,
+    readonly grouping: Grouping,
+  ) {
+    if (q.groupBy.length === 0) this.#other = this.#id([]);
+    else if (grouping.kind === 'kept') {
+      for (const g of grouping.kept) this.#id([g]);
+      this.#other = this.#id([grouping.other]);
+    } else this.#other = -1;
+  }
+
+  #id(group: (string | null)[]): number {
+    const key = groupKeyOf(group);
+    let id = this.#index.get(key);
+    if (id === undefined) {
+      id = this.list.length;
+      this.#index.set(key, id);
+      this.list.push(group);
+    }
+    return id;
+  }
+
+  /** The group of the groupBy fields' values. */
+  of(values: (string | null)[]): number {
+    if (this.q.groupBy.length === 0) return 0;
+    if (this.grouping.kind === 'fields') return this.#id(values);
+    return this.#index.get(groupKeyOf(values)) ?? this.#other;
+  }
+
+  /** Per key of a rollup file, its group (-1 when the filter leaves it out). */
+  ofKeys(keys: KeyTable): Int32Array {
+    const fields = this.q.groupBy;
+    return Int32Array.from(keys.service, (_, k) =>
+      keyPasses(this.q.filter, keys, k)
+        ? this.of(fields.map((f) => (keys[f][k] ?? null) as string | null))
+        : -1,
+    );
+  }
 }
 
 /**
- * Something swept: `add(from, to)` adds its rows with a time in [from, to) (called with ascending, adjacent
- * ranges, so each keeps a cursor).
+ * Something swept: `add(sweep, from, to)` adds its rows with a time in [from, to) to the sweep's groups (called
+ * with ascending, adjacent ranges, so each keeps a cursor). Made anew for each pass.
  */
 interface Source {
-  add(sweep: Sweep, from: number, to: number): void;
+  /** The smallest and largest slot it holds (-1 for the largest when none). */
+  minSlot: number;
+  maxSlot: number;
+  make(): { add(sweep: Sweep, from: number, to: number): void };
 }
 
-/** A rollup file's packed minute sketches over the minutes [from, to). */
+/** A rollup file's sketch rows, as runs, over the minutes (or hours) [from, to). */
 function runsSource(runs: SketchRuns, groupOfKey: Int32Array, from: number, to: number): Source {
-  let m = lowerBound(runs.minutes, runs.minutes.length, from);
   return {
-    add(sweep, start, end) {
-      if (start >= to) return;
-      const { minutes, minuteRuns, runKey } = runs;
-      while (m < minutes.length && minutes[m]! < start) m++;
-      for (; m < minutes.length && minutes[m]! < end && minutes[m]! < to; m++) {
-        for (let r = minuteRuns[m]!; r < minuteRuns[m + 1]!; r++) {
-          const g = groupOfKey[runKey[r]!]!;
-          if (g >= 0) sweep.addRun(g, runs, r);
-        }
-      }
+    minSlot: runs.minSlot,
+    maxSlot: runs.maxSlot,
+    make() {
+      let m = lowerBound(runs.minutes, runs.minutes.length, from);
+      return {
+        add(sweep, start, end) {
+          if (start >= to) return;
+          const { minutes, minuteRuns, runKey } = runs;
+          while (m < minutes.length && minutes[m]! < start) m++;
+          for (; m < minutes.length && minutes[m]! < end && minutes[m]! < to; m++) {
+            for (let r = minuteRuns[m]!; r < minuteRuns[m + 1]!; r++) {
+              const g = sweep.local(groupOfKey[runKey[r]!]!);
+              if (g >= 0) sweep.addRun(g, runs, r);
+            }
+          }
+        },
+      };
+    },
+  };
+}
+
+/** Rows of a group index, a slot, a count and a time (ascending), with a time in [from, to). */
+function rowsSource(
+  time: Float64Array,
+  group: Int32Array,
+  slot: Int32Array,
+  count: Float64Array,
+  from: number,
+  to: number,
+): Source {
+  const first = lowerBound(time, time.length, from);
+  const last = lowerBound(time, time.length, to);
+  let minSlot = Number.POSITIVE_INFINITY;
+  let maxSlot = -1;
+  for (let i = first; i < last; i++) {
+    if (group[i]! < 0) continue;
+    if (slot[i]! < minSlot) minSlot = slot[i]!;
+    if (slot[i]! > maxSlot) maxSlot = slot[i]!;
+  }
+  return {
+    minSlot,
+    maxSlot,
+    make() {
+      let i = first;
+      return {
+        add(sweep, start, end) {
+          while (i < last && time[i]! < start) i++;
+          for (; i < last && time[i]! < end; i++) {
+            const g = sweep.local(group[i]!);
+            if (g >= 0) sweep.add(g, slot[i]!, count[i]!);
+          }
+        },
+      };
     },
   };
 }
 
 /** An executions file's rows kept in memory (RAW_KIND: `minute` is the start) with a start in [from, to). */
-function rowsSource(rows: KindRows, groupOfKey: Int32Array, from: number, to: number): Source {
-  let i = lowerBound(rows.minute, rows.n, from);
-  return {
-    add(sweep, start, end) {
-      if (start >= to) return;
-      while (i < rows.n && rows.minute[i]! < start) i++;
-      for (; i < rows.n && rows.minute[i]! < end && rows.minute[i]! < to; i++) {
-        const g = groupOfKey[rows.key[i]!]!;
-        if (g >= 0) sweep.add(g, slotOf(rows.bucket[i]!), rows.count[i]!);
-      }
-    },
-  };
+function keptRowsSource(rows: KindRows, groupOfKey: Int32Array, from: number, to: number): Source {
+  const first = lowerBound(rows.minute, rows.n, from);
+  const last = lowerBound(rows.minute, rows.n, to);
+  const n = last - first;
+  const group = new Int32Array(n);
+  const slot = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    group[i] = groupOfKey[rows.key[first + i]!]!;
+    slot[i] = slotOf(rows.bucket[first + i]!);
+  }
+  return rowsSource(
+    rows.minute.subarray(first, last),
+    group,
+    slot,
+    rows.count.subarray(first, last),
+    from,
+    to,
+  );
 }
 
-/** Rows read by a statement: bucket start `t`, group index, sketch bucket, count; ascending by `t`. */
-function columnsSource([t, g, bucket, count]: Float64Array[]): Source {
-  let i = 0;
-  return {
-    add(sweep, start, end) {
-      while (i < t!.length && t![i]! < start) i++;
-      for (; i < t!.length && t![i]! < end; i++) sweep.add(g![i]!, slotOf(bucket![i]!), count![i]!);
-    },
-  };
-}
-
-/** The index in `groups` (the last being `other`) of the group value `g0`, in SQL; its parameters go to `params`. */
-function groupIndexSql(groups: (string | null)[], params: Record<string, SqlParam>): string {
-  if (groups.length === 1) return '0';
-  const other = groups.length - 1;
-  const named = groups.flatMap((g, i) => (g === null || i === other ? [] : [{ g, i }]));
-  params.groups = named.map((n) => n.g);
-  const nullIndex = groups.indexOf(null);
-  return `CASE WHEN g0 IS NULL THEN ${nullIndex >= 0 ? nullIndex : other}
-    ELSE coalesce([${named.map((n) => n.i).join(', ')}][list_position($groups, g0)], ${other}) END`;
+/** The bucket starts of a query: one bucket, [from, to), without an interval. */
+function bucketsOf(q: AggregateQuery): { first: number; points: number; length: number } {
+  const f = q.filter;
+  const iv = q.intervalMs;
+  if (iv === null) return { first: f.from, points: 1, length: f.to - f.from };
+  const first = Math.floor(f.from / iv) * iv;
+  return { first, points: Math.ceil((f.to - first) / iv), length: iv };
 }
 
 /**
- * The quantiles of a query with buckets under an hour, with the groups of `kept` kept and the others one, `other`:
- * swept from the same sources as its counts (planSources); or, when it reads no rollup (none made yet, an issue, an
- * endpoint filter they cannot answer), computed exactly by DuckDB, which is then faster than bringing the rows here.
+ * The quantiles of a query, per time bucket (one without an interval) and group of `grouping`; from the files of
+ * `listed`, the listing its counts were read from.
  */
-export async function pointQuantiles(
+export async function quantiles(
   engine: QueryEngine,
-  dataDir: string,
+  listed: Listed,
   q: AggregateQuery,
-  kept: readonly (string | null)[] | null,
-  other: string,
-): Promise<{ exact: boolean; values: PointQuantiles }> {
-  const f = q.filter;
-  const listed = await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
-  const plan = planSources(listed, { ...q, sketches: true });
-  if (!plan.rollups)
-    return {
-      exact: true,
-      values: await exactQuantiles(engine, [...listed.covered, ...listed.files], q, kept, other),
-    };
-  return { exact: false, values: await sweepQuantiles(engine, plan, q, kept, other) };
+  grouping: Grouping,
+): Promise<Quantiles> {
+  const plan = planSources(listed, q);
+  if (!plan.rollups) return exactQuantiles(engine, [...listed.covered, ...listed.files], q, grouping);
+  return { exact: false, byGroup: await sweep(engine, plan, q, new Groups(q, grouping)) };
 }
 
 /** The sweep over a plan's sources: rollup runs, executions kept in memory, and a statement for the rest. */
-async function sweepQuantiles(
-  engine: QueryEngine,
-  plan: Sources,
-  q: AggregateQuery,
-  kept: readonly (string | null)[] | null,
-  other: string,
-): Promise<PointQuantiles> {
-  const f = q.filter;
-  const interval = q.intervalMs!;
-  const groups = groupsOf(kept, other);
-  const index = new Map(groups.map((g, i) => [g, i]));
+async function sweep(engine: QueryEngine, plan: Sources, q: AggregateQuery, groups: Groups) {
   const cache = minutesCacheOf(engine);
-  const groupParams: Record<string, SqlParam> = {};
-  const groupIndex = groupIndexSql(groups, groupParams);
+  const groupCols = q.groupBy.map((_, i) => `g${i}`);
   const rawSql =
     plan.raw.length > 0
       ? union(
           plan.raw.map((r) => rawPart(q, r, `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS n`)),
           (inner) =>
-            `SELECT t, ${groupIndex} AS gi, bucket, sum(n)::DOUBLE FROM (${inner}) GROUP BY ALL ORDER BY t`,
+            `SELECT ${['t', ...groupCols].join(', ')}, bucket, sum(n)::DOUBLE AS n FROM (${inner})
+             GROUP BY ALL ORDER BY t`,
         )
       : null;
-  if (rawSql) Object.assign(rawSql.params, groupParams);
-  const filesOf = (read: { sidecars: string[]; kind: number }) =>
+  const keyed = (read: { sidecars: string[]; kind: number }) =>
     read.sidecars.map(async (file) => ({ keys: await cache.keys(file, read.kind), file }));
-  const [raw, sketchFiles, edgeFiles] = await Promise.all([
-    rawSql ? engine.numericColumns(rawSql.sql, rawSql.params) : null,
+  const [raw, sketches, edges] = await Promise.all([
+    rawSql ? engine.all(rawSql.sql, rawSql.params) : ([] as Row[]),
     Promise.all(
       plan.sketch.flatMap((read) =>
-        filesOf(read).map(async (p) => {
+        keyed(read).map(async (p) => {
           const { keys, file } = await p;
-          return runsSource(
-            await cache.runs(file, read.kind),
-            keyGroups(q, keys, index, groups.length - 1),
-            read.minutes?.from ?? f.from,
-            read.minutes?.to ?? f.to,
-          );
+          return { runs: await cache.runs(file, read.kind), keys, read };
         }),
       ),
     ),
     Promise.all(
       plan.edges.flatMap((read) =>
-        filesOf(read).map(async (p) => {
+        keyed(read).map(async (p) => {
           const { keys, file } = await p;
-          return rowsSource(
-            await cache.rows(file, read.kind),
-            keyGroups(q, keys, index, groups.length - 1),
-            read.minutes!.from,
-            read.minutes!.to,
-          );
+          return { rows: await cache.rows(file, read.kind), keys, read };
         }),
       ),
     ),
   ]);
-  const sources: Source[] = [...sketchFiles, ...edgeFiles, ...(raw ? [columnsSource(raw)] : [])];
-  const first = Math.floor(f.from / interval) * interval;
-  const points = Math.ceil((f.to - first) / interval);
-  const out = groups.map(() => new Float64Array(points * 3).fill(Number.NaN));
-  const sweep = new Sweep(groups.length);
-  for (let p = 0; p < points; p++) {
-    const start = first + p * interval;
-    for (const s of sources) s.add(sweep, start, start + interval);
-    sweep.finish(out, p * 3);
+  // Groups are numbered here, in the order of the files, then of the statement's rows.
+  const f = q.filter;
+  const sources: Source[] = [
+    ...sketches.map(({ runs, keys, read }) =>
+      runsSource(runs, groups.ofKeys(keys), read.minutes?.from ?? f.from, read.minutes?.to ?? f.to),
+    ),
+    ...edges.map(({ rows, keys, read }) =>
+      keptRowsSource(rows, groups.ofKeys(keys), read.minutes!.from, read.minutes!.to),
+    ),
+  ];
+  if (raw.length > 0) {
+    const time = Float64Array.from(raw, (r) => Number(r.t));
+    const group = Int32Array.from(raw, (r) =>
+      groups.of(groupCols.map((c) => (r[c] ?? null) as string | null)),
+    );
+    const slot = Int32Array.from(raw, (r) => slotOf(Number(r.bucket)));
+    sources.push(
+      rowsSource(
+        time,
+        group,
+        slot,
+        Float64Array.from(raw, (r) => Number(r.n)),
+        -Infinity,
+        Infinity,
+      ),
+    );
   }
-  return new Map(groups.map((g, i) => [g, out[i]!]));
+  const { first, points, length } = bucketsOf(q);
+  const out = groups.list.map(() => new Float64Array(points * 3).fill(Number.NaN));
+  const minSlot = Math.min(...sources.map((s) => s.minSlot));
+  const maxSlot = Math.max(-1, ...sources.map((s) => s.maxSlot));
+  if (maxSlot >= 0) {
+    const width = maxSlot - minSlot + 1;
+    const perPass = Math.max(1, Math.floor(DENSE_BUDGET / width));
+    for (let offset = 0; offset < out.length; offset += perPass) {
+      const pass = new Sweep(offset, Math.min(perPass, out.length - offset), minSlot, width);
+      const adders = sources.map((s) => s.make());
+      for (let p = 0; p < points; p++) {
+        const start = q.intervalMs === null ? -Infinity : first + p * length;
+        const end = q.intervalMs === null ? Infinity : start + length;
+        for (const a of adders) a.add(pass, start, end);
+        pass.finish(out, p * 3);
+      }
+    }
+  }
+  return new Map(groups.list.map((g, i) => [groupKeyOf(g), { group: g, values: out[i]! }]));
+}
+
+/** The groupBy fields' values in SQL, each as `g<i>`, the one of a `kept` grouping folded into `other`. */
+function groupSql(q: AggregateQuery, grouping: Grouping, params: Record<string, SqlParam>): string[] {
+  return q.groupBy.map((field, i) => {
+    const g = field === 'endpoint' ? endpointTemplateSql('endpoint') : field;
+    if (grouping.kind === 'fields') return `${g} AS g${i}`;
+    params.kept = grouping.kept.filter((k): k is string => k !== null);
+    params.other = grouping.other;
+    return `CASE WHEN ${g} IS NULL THEN ${grouping.kept.includes(null) ? 'NULL' : '$other'}
+      WHEN list_contains($kept, ${g}) THEN ${g} ELSE $other END AS g${i}`;
+  });
 }
 
 /** The same answer computed exactly (`quantile_cont`) over the executions `files`, in DuckDB. */
@@ -443,44 +556,49 @@ async function exactQuantiles(
   engine: QueryEngine,
   files: string[],
   q: AggregateQuery,
-  kept: readonly (string | null)[] | null,
-  other: string,
-): Promise<PointQuantiles> {
+  grouping: Grouping,
+): Promise<Quantiles> {
   const f = q.filter;
-  const interval = q.intervalMs!;
-  const groups = groupsOf(kept, other);
-  const first = Math.floor(f.from / interval) * interval;
-  const points = Math.ceil((f.to - first) / interval);
-  const out = groups.map(() => new Float64Array(points * 3).fill(Number.NaN));
-  if (files.length > 0) {
-    const params: Record<string, SqlParam> = { files, from: f.from, to: f.to, interval };
-    const where = [
-      'started_at >= epoch_ms($from::BIGINT)',
-      'started_at < epoch_ms($to::BIGINT)',
-      ...filterSql(f, params),
-    ];
-    const field = q.groupBy[0];
-    const g0 =
-      field === undefined ? 'NULL::VARCHAR' : field === 'endpoint' ? endpointTemplateSql('endpoint') : field;
-    const [t, g, p50, p95, p99] = await engine.numericColumns(
-      `SELECT t, gi, q[1], q[2], q[3] FROM (
-         SELECT t, ${groupIndexSql(groups, params)} AS gi, quantile_cont(duration_ms, [0.5, 0.95, 0.99]) AS q
-         FROM (
-           SELECT ${timeSql(q, 'started_at')} AS t, ${g0} AS g0, duration_ms
-           FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
-           WHERE ${where.join(' AND ')}
-         )
-         GROUP BY ALL
-       )`,
-      params,
-    );
-    for (let i = 0; i < t!.length; i++) {
-      const into = out[g![i]!]!;
-      const at = ((t![i]! - first) / interval) * 3;
-      into[at] = p50![i]!;
-      into[at + 1] = p95![i]!;
-      into[at + 2] = p99![i]!;
+  const { first, points, length } = bucketsOf(q);
+  const byGroup: Quantiles['byGroup'] = new Map();
+  // Every group of a `kept` grouping has an entry, as the sweep gives it.
+  const seeded =
+    q.groupBy.length === 0
+      ? [[]]
+      : grouping.kind === 'kept'
+        ? [...grouping.kept, grouping.other].map((g) => [g])
+        : [];
+  for (const group of seeded)
+    byGroup.set(groupKeyOf(group), { group, values: new Float64Array(points * 3).fill(Number.NaN) });
+  if (files.length === 0) return { exact: true, byGroup };
+  const params: Record<string, SqlParam> = { files, from: f.from, to: f.to };
+  if (q.intervalMs !== null) params.interval = q.intervalMs;
+  const where = [
+    'started_at >= epoch_ms($from::BIGINT)',
+    'started_at < epoch_ms($to::BIGINT)',
+    ...filterSql(f, params),
+  ];
+  const rows = await engine.all(
+    `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...groupSql(q, grouping, params)].join(', ')},
+       quantile_cont(duration_ms, [0.5, 0.95, 0.99]) AS q
+     FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
+     WHERE ${where.join(' AND ')}
+     GROUP BY ALL`,
+    params,
+  );
+  for (const r of rows) {
+    const group = q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
+    const key = groupKeyOf(group);
+    let entry = byGroup.get(key);
+    if (!entry) {
+      entry = { group, values: new Float64Array(points * 3).fill(Number.NaN) };
+      byGroup.set(key, entry);
     }
+    const at = q.intervalMs === null ? 0 : ((Number(r.t) - first) / length) * 3;
+    const [p50, p95, p99] = r.q as number[];
+    entry.values[at] = p50!;
+    entry.values[at + 1] = p95!;
+    entry.values[at + 2] = p99!;
   }
-  return new Map(groups.map((g, i) => [g, out[i]!]));
+  return { exact: true, byGroup };
 }

@@ -6,7 +6,6 @@ import { listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
 import { isFinalMerge } from '../storage/manifest.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
 import { endpointTemplateSql, ID_SEGMENT } from '../storage/rollup.js';
-import { bucketSql } from '../storage/sketch.js';
 import { addRollups, Cells, type RollupRead } from './metric-cells.js';
 import { minutesCacheOf, RAW_KIND } from './minutes-cache.js';
 
@@ -41,11 +40,9 @@ export interface AggregateQuery {
   /** The time buckets' length (ms), aligned to UTC multiples of it; null: the whole range is one bucket. */
   intervalMs: number | null;
   groupBy: readonly GroupField[];
-  /** Also the latency sketches (for percentiles). */
-  sketches: boolean;
 }
 
-/** One time bucket of one group. */
+/** One time bucket of one group: its counts (the latency quantiles come from query/metric-quantiles.ts). */
 export interface Cell {
   /** The bucket's start (ms); 0 when the whole range is one bucket. */
   t: number;
@@ -54,8 +51,6 @@ export interface Cell {
   requests: number;
   failed: number;
   durationSum: number;
-  /** Latency sketch bucket → executions (storage/sketch.ts); empty when not asked for. */
-  sketch: Map<number, number>;
 }
 
 const MINUTE_MS = 60_000;
@@ -139,7 +134,12 @@ export interface Sources {
   edges: RollupRead[];
 }
 
-type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
+/** The executions files of a range, with the rollups of those that have one. */
+export type Listed = Awaited<ReturnType<typeof listSidecarsAndFiles>>;
+
+/** One listing for a query's counts and quantiles, so both come from the same files. */
+export const listFor = (dataDir: string, f: MetricFilter): Promise<Listed> =>
+  listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to);
 
 /**
  * Where a query's figures come from (from one listing, so counts and sketches come from the same files):
@@ -262,45 +262,33 @@ export function union(parts: Part[], outer: (inner: string) => string): Part {
 
 const groupCols = (q: AggregateQuery) => ['t', ...q.groupBy.map((_, i) => `g${i}`)].join(', ');
 
-/** The cells of a query: counts and duration sums, and the sketches when asked for. */
-export async function aggregate(engine: QueryEngine, dataDir: string, q: AggregateQuery): Promise<Cell[]> {
-  const cells = new Cells(q.filter.from, q.intervalMs, q.sketches);
+/** The cells of a query: counts and duration sums per time bucket and group, from the files of `listed`. */
+export async function aggregate(engine: QueryEngine, listed: Listed, q: AggregateQuery): Promise<Cell[]> {
+  const cells = new Cells(q.filter.from, q.intervalMs);
   const cache = minutesCacheOf(engine);
   const groupOf = (r: Row) => q.groupBy.map((_, i) => (r[`g${i}`] ?? null) as string | null);
-  const f = q.filter;
-  const plan = planSources(
-    await listSidecarsAndFiles('minutes', dataDir, f.workspaceId, f.mode, f.from, f.to),
-    q,
-  );
-  // The executions no rollup covers, in one statement: per bucket too when sketches are asked for.
-  const failedSql = "count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
-  const measures = q.sketches
-    ? `${bucketSql('duration_ms')} AS bucket, count(*)::DOUBLE AS requests, ${failedSql}`
-    : `count(*)::DOUBLE AS requests, ${failedSql}`;
-  const bucketCol = q.sketches ? ', bucket' : '';
+  const plan = planSources(listed, q);
+  // The executions no rollup covers, in one statement.
+  const measures =
+    "count(*)::DOUBLE AS requests, count(*) FILTER (WHERE outcome = 'failed')::DOUBLE AS failed, sum(duration_ms) AS dsum";
   const rawSql =
     plan.raw.length > 0
       ? union(
           plan.raw.map((r) => rawPart(q, r, measures)),
-          (inner) => `SELECT ${groupCols(q)}${bucketCol}, sum(requests)::DOUBLE AS requests,
+          (inner) => `SELECT ${groupCols(q)}, sum(requests)::DOUBLE AS requests,
   sum(failed)::DOUBLE AS failed, coalesce(sum(dsum), 0)::DOUBLE AS dsum
 FROM (${inner}) GROUP BY ALL`,
         )
       : null;
   const [rawRows] = await Promise.all([
     rawSql ? engine.all(rawSql.sql, rawSql.params) : Promise.resolve([] as Row[]),
-    ...[...plan.counts, ...(q.sketches ? plan.sketch : []), ...plan.edges].map((r) =>
-      addRollups(cache, q, r, cells),
-    ),
+    ...[...plan.counts, ...plan.edges].map((r) => addRollups(cache, q, r, cells)),
   ]);
   for (const r of rawRows) {
-    const acc = cells.at(cells.groupId(groupOf(r)), Number(r.t));
-    const n = Number(r.requests);
-    acc.requests += n;
-    acc.failed += Number(r.failed);
-    acc.durationSum += Number(r.dsum);
-    if (q.sketches) cells.addBucket(acc, Number(r.bucket), n);
+    const cell = cells.at(cells.groupId(groupOf(r)), Number(r.t));
+    cell.requests += Number(r.requests);
+    cell.failed += Number(r.failed);
+    cell.durationSum += Number(r.dsum);
   }
-  // A cell only a sketch row made (impossible: every execution is counted) would carry no requests.
   return cells.done().filter((c) => c.requests > 0);
 }

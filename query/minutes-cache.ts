@@ -48,6 +48,9 @@ export interface SketchRuns {
   slots: Uint32Array;
   /** Executions in the run up to this row, this row's included. */
   cumulative: Uint32Array;
+  /** The smallest and largest slot of the rows (0 and -1 when there are none). */
+  minSlot: number;
+  maxSlot: number;
   /** Per run, its p50, p95 and p99 once worked out (NaN until then): query/metric-quantiles.ts keeps them here. */
   quantiles?: Float64Array;
 }
@@ -240,6 +243,8 @@ export class MinutesCache {
     const slots = new Uint32Array(n);
     const cumulative = new Uint32Array(n);
     let sum = 0;
+    let minSlot = Number.POSITIVE_INFINITY;
+    let maxSlot = -1;
     for (let i = 0; i < n; i++) {
       const newMinute = i === 0 || minute[i] !== minute[i - 1];
       if (newMinute) {
@@ -251,7 +256,10 @@ export class MinutesCache {
         runStart.push(i);
         sum = 0;
       }
-      slots[i] = slotOf(bucket[i]!);
+      const slot = slotOf(bucket[i]!);
+      slots[i] = slot;
+      if (slot < minSlot) minSlot = slot;
+      if (slot > maxSlot) maxSlot = slot;
       sum += count[i]!;
       // 2^32 executions of one key in one minute would be 71M a second.
       if (sum > 0xffff_ffff) throw new Error(`${file}: more executions in a minute than a run counts`);
@@ -266,6 +274,8 @@ export class MinutesCache {
       runStart: Int32Array.from(runStart),
       slots,
       cumulative,
+      minSlot: n === 0 ? 0 : minSlot,
+      maxSlot,
     };
   }
 }

@@ -4,6 +4,7 @@ import { Sweep } from '../../query/metric-quantiles.js';
 import type { SketchRuns } from '../../query/minutes-cache.js';
 import {
   bucketOf,
+  SLOTS,
   sketchOfMap,
   sketchQuantiles,
   slotOf,
@@ -46,7 +47,10 @@ describe('the quantile sweep', () => {
         }),
         fc.constantFrom('one run', 'runs', 'rows', 'run and rows'),
         (buckets, how) => {
-          const sweep = new Sweep(4);
+          // Dense arrays over the slots the rows span, as a query makes them.
+          const slots = buckets.flat().map(([, d]) => slotOf(bucketOf(d)));
+          const minSlot = Math.min(SLOTS, ...slots);
+          const sweep = new Sweep(0, 4, minSlot, Math.max(minSlot, ...slots) - minSlot + 1);
           const out = Array.from({ length: 4 }, () => new Float64Array(buckets.length * 3).fill(Number.NaN));
           /** One run as SketchRuns holds it, from (bucket, count) pairs in ascending slots. */
           const run = (pairs: [number, number][]): SketchRuns => {
@@ -58,6 +62,8 @@ describe('the quantile sweep', () => {
               runStart: Int32Array.of(0, pairs.length),
               slots: Uint32Array.from(pairs, ([b]) => slotOf(b)),
               cumulative: Uint32Array.from(pairs, ([, n]) => (sum += n)),
+              minSlot: slotOf(pairs[0]![0]),
+              maxSlot: slotOf(pairs.at(-1)![0]),
             };
           };
           buckets.forEach((rows, p) => {
@@ -104,9 +110,11 @@ describe('the quantile sweep', () => {
       runStart: Int32Array.of(0, 3, 5),
       slots: Uint32Array.from([1.5, 40, 900, 3, 7], (d) => slotOf(bucketOf(d))),
       cumulative: Uint32Array.of(10, 11, 30, 1, 2),
+      minSlot: slotOf(bucketOf(1.5)),
+      maxSlot: slotOf(bucketOf(900)),
     };
     const out = [new Float64Array(12)];
-    const sweep = new Sweep(1);
+    const sweep = new Sweep(0, 1, 0, SLOTS);
     for (const [r, at] of [
       [0, 0],
       [1, 3],

@@ -31,6 +31,8 @@ export interface BenchService {
   rawEngine: QueryEngine;
   failuresFiles: string[];
   setup: { seconds: number; recordSeconds: number };
+  /** The session's headers, for requests made elsewhere (support/http-timer.ts). */
+  authHeaders: Record<string, string>;
   /** GET with the session; anything but 200 throws (a benchmark that times errors is worthless). */
   get<T>(pathAndQuery: string): Promise<T>;
   stop(): Promise<void>;
@@ -126,6 +128,7 @@ export async function startBenchService(
       rawEngine,
       failuresFiles,
       setup: { seconds: (performance.now() - started) / 1000, recordSeconds },
+      authHeaders: headers,
       get: async <T>(pathAndQuery: string): Promise<T> => {
         const res = await fetch(`${url}${pathAndQuery}`, { headers });
         const text = await res.text();

@@ -255,13 +255,12 @@ function seriesOf(
       };
     });
   // Per group, per bucket index: the cell, merged when several fold into one (__other__).
-  const index = new Map(starts.map((t, i) => [t, i]));
-  const byGroup = new Map(keys.map((g) => [g, new Array<Cell | undefined>(starts.length)]));
+  const byGroup = new Map(keys.map((g) => [g, new Array<Cell | undefined>(starts.length).fill(undefined)]));
   for (const c of cells) {
     const g = groupOf(c);
     const at = byGroup.get(g)!;
-    const i = index.get(c.t);
-    if (i === undefined) continue;
+    const i = (c.t - starts[0]!) / intervalMs;
+    if (!(i >= 0 && i < starts.length)) continue;
     const there = at[i];
     if (!there) at[i] = c;
     else {

@@ -39,6 +39,8 @@ export class Cells {
   readonly #groups = new Map<string, number>();
   readonly #groupValues: (string | null)[][] = [];
   readonly #byGroup: (Cell | undefined)[][] = [];
+  /** Every cell, as made. */
+  readonly #cells: Cell[] = [];
   readonly #t0: number;
 
   constructor(
@@ -75,12 +77,13 @@ export class Cells {
         durationSum: 0,
       };
       row[index] = cell;
+      this.#cells.push(cell);
     }
     return cell;
   }
 
   done(): Cell[] {
-    return this.#byGroup.flatMap((row) => row.filter((c): c is Cell => c !== undefined));
+    return this.#cells;
   }
 }
 
@@ -111,12 +114,12 @@ export async function addRollups(
   );
   for (const { keys, rows } of files) {
     // Per key of the file: its group (-1: filtered out) and whether it counts as failed.
-    const groupOf = keys.service.map((_, k) =>
+    const groupOf = Int32Array.from(keys.service, (_, k) =>
       keyPasses(q.filter, keys, k)
         ? into.groupId(q.groupBy.map((g) => (keys[g][k] ?? null) as string | null))
         : -1,
     );
-    const failed = keys.outcome.map((o) => o === 'failed');
+    const failed = Uint8Array.from(keys.outcome, (o) => (o === 'failed' ? 1 : 0));
     // Rows come sorted by minute (a start, for RAW_KIND) and key: a range is a slice, a run of rows one cell.
     const start = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.from) : 0;
     const end = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.to) : rows.n;
@@ -135,7 +138,7 @@ export async function addRollups(
       }
       const n = rows.count[i]!;
       cell.requests += n;
-      if (failed[k]) cell.failed += n;
+      if (failed[k] === 1) cell.failed += n;
       cell.durationSum += rows.dsum[i]!;
     }
   }

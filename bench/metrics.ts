@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { nodeFlags } from '../main.js';
 import type { QueryEngine, Row } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { MINUTES_SUFFIX } from '../storage/minutes.js';
@@ -10,6 +11,7 @@ import { endpointTemplateSql } from '../storage/rollup.js';
 import { RELATIVE_ERROR } from '../storage/sketch.js';
 import { prepareDataset } from './support/dataset.js';
 import { timeGets } from './support/http-timer.js';
+import { serviceEntry } from './support/service-process.js';
 import { type BenchService, startBenchService } from './support/service-session.js';
 import { quantile } from './support/stats.js';
 
@@ -17,8 +19,8 @@ import { quantile } from './support/stats.js';
  * The metrics (CONTRACT §8) over a realistic dataset (default 10M executions over 24 h, the query benchmark's
  * shape), through HTTP with a session, each beside the same question answered exactly by DuckDB over the raw
  * executions files in the same run. Before anything is timed, the answers are checked against the raw ones:
- * counts equal, percentiles within the sketch's bound. The requests are timed from a worker thread (sending to the
- * last byte of the answer), so the client's work and garbage stay off the service's thread.
+ * counts equal, percentiles within the sketch's bound. The service runs as its own process, as `npm start` runs it
+ * (with its V8 flags); the requests are timed from a worker thread, from sending to the last byte of the answer.
  *
  *   npm run bench -- metrics [--executions N] [--hours H] [--data-dir DIR] [--runs N] [--raw-runs N]
  */
@@ -29,7 +31,8 @@ const USAGE = `usage: npm run bench -- metrics [options]
   --data-dir DIR   keep the dataset there and reuse it (the query benchmark's, for the same parameters)
   --runs N         timed runs of each measured query, after 10 warm-ups (30)
   --raw-runs N     timed runs of each raw statement, after 1 warm-up (5)
-  --only KEYS      some of: overview, ts-requests, ts-failure-rate, ts-p95, endpoints-p99`;
+  --only KEYS      some of: overview, ts-requests, ts-failure-rate, ts-p95, endpoints-p99
+  --in-process     run the service in the benchmark's process (default: its own, as npm start runs it)`;
 
 interface Options {
   executions: number;
@@ -38,6 +41,7 @@ interface Options {
   runs: number;
   rawRuns: number;
   only: string[] | null;
+  inProcess: boolean;
 }
 
 function parseOptions(argv: string[]): Options | null {
@@ -49,6 +53,7 @@ function parseOptions(argv: string[]): Options | null {
       'data-dir': { type: 'string' },
       runs: { type: 'string', default: '30' },
       'raw-runs': { type: 'string', default: '5' },
+      'in-process': { type: 'boolean', default: false },
       only: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -69,6 +74,7 @@ function parseOptions(argv: string[]): Options | null {
     runs: int('runs', values.runs),
     rawRuns: int('raw-runs', values['raw-runs']),
     only: values.only ? values.only.split(',') : null,
+    inProcess: values['in-process'],
   };
 }
 
@@ -286,7 +292,17 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       },
     );
     if (!reused) process.stdout.write('\n');
-    bench = await startBenchService(dataDir, marker, []);
+    bench = await startBenchService(
+      dataDir,
+      marker,
+      [],
+      o.inProcess ? {} : { separateProcess: serviceEntry(import.meta.url) },
+    );
+    process.stdout.write(
+      o.inProcess
+        ? 'service: in this process\n'
+        : `service: its own process, as npm start runs it (node ${nodeFlags().join(' ')} dist/main.js)\n`,
+    );
     const b = bench;
     const files = await listPartitionFiles(
       dataDir,

@@ -614,7 +614,7 @@ async function detailParts(b: BenchService, sample: SampledIssue[], o: Options):
   const m = b.marker;
   const scope = { workspaceId: m.workspaceId, mode: m.mode };
   const engine = b.rawEngine;
-  const { control } = b.service;
+  const { control } = b.service!;
   const samples = { stats: [], factors: [], representative: [], comments: [], route: [] } as Record<
     keyof DetailParts['parts'],
     number[]

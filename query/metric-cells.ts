@@ -99,6 +99,8 @@ export function lowerBound(values: Float64Array, n: number, v: number): number {
   return lo;
 }
 
+const UNKNOWN = -2;
+
 /** Adds a rollup read's counts (kinds 0, 2, and RAW_KIND: an execution a row) to the cells. */
 export async function addRollups(
   cache: MinutesCache,
@@ -113,13 +115,16 @@ export async function addRollups(
     })),
   );
   for (const { keys, rows } of files) {
-    // Per key of the file: its group (-1: filtered out) and whether it counts as failed.
-    const groupOf = Int32Array.from(keys.service, (_, k) =>
-      keyPasses(q.filter, keys, k)
-        ? into.groupId(q.groupBy.map((g) => (keys[g][k] ?? null) as string | null))
-        : -1,
-    );
-    const failed = Uint8Array.from(keys.outcome, (o) => (o === 'failed' ? 1 : 0));
+    // Per key of the file: its group (-1: filtered out), worked out when a row first uses it (a file's table names
+    // the keys of every kind: most are not in the kind read).
+    const groupOf = new Int32Array(keys.service.length).fill(UNKNOWN);
+    const groupOfKey = (k: number) => {
+      const g = keyPasses(q.filter, keys, k)
+        ? into.groupId(q.groupBy.map((f) => (keys[f][k] ?? null) as string | null))
+        : -1;
+      groupOf[k] = g;
+      return g;
+    };
     // Rows come sorted by minute (a start, for RAW_KIND) and key: a range is a slice, a run of rows one cell.
     const start = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.from) : 0;
     const end = read.minutes ? lowerBound(rows.minute, rows.n, read.minutes.to) : rows.n;
@@ -128,7 +133,8 @@ export async function addRollups(
     let cell: Cell | null = null;
     for (let i = start; i < end; i++) {
       const k = rows.key[i]!;
-      const gid = groupOf[k]!;
+      let gid = groupOf[k]!;
+      if (gid === UNKNOWN) gid = groupOfKey(k);
       if (gid < 0) continue;
       const m = rows.minute[i]!;
       if (m !== lastMinute || k !== lastKey || cell === null) {
@@ -138,7 +144,7 @@ export async function addRollups(
       }
       const n = rows.count[i]!;
       cell.requests += n;
-      if (failed[k] === 1) cell.failed += n;
+      if (keys.outcome[k] === 'failed') cell.failed += n;
       cell.durationSum += rows.dsum[i]!;
     }
   }

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { startNatsServer } from '../../broker/nats-server.js';
+import { freePort, startNatsServer } from '../../broker/nats-server.js';
 import { createWorkspace } from '../../control/workspaces.js';
 import { type Service, startService } from '../../main.js';
 import { loadConfig } from '../../schemas/config.js';
@@ -9,6 +9,7 @@ import type { IssueOccurrences } from '../../schemas/issues.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles } from '../../storage/layout.js';
 import type { DatasetMarker } from './dataset.js';
+import { cleanupService, ServiceProcess } from './service-process.js';
 
 /**
  * The service started in this process on a benchmark dataset (query.ts, metrics.ts): a nats-server of its own, the
@@ -23,7 +24,9 @@ const OWNER_PASSWORD = 'bench-query-owner-password';
 export interface BenchService {
   dataDir: string;
   marker: DatasetMarker;
-  service: Service;
+  /** The service, when it runs in this process (else `process` is the one that answers). */
+  service: Service | null;
+  process: ServiceProcess | null;
   url: string;
   /** Biggest first, as the generator saved them. */
   occurrences: IssueOccurrences[];
@@ -55,6 +58,13 @@ export async function startBenchService(
   dataDir: string,
   marker: DatasetMarker,
   occurrences: IssueOccurrences[],
+  opts: {
+    /**
+     * The compiled entry (dist/main.js) to run the service as its own process, as `npm start` does (with its node
+     * flags): the service set up in this process is stopped, and the process answers on the same broker and files.
+     */
+    separateProcess?: string;
+  } = {},
 ): Promise<BenchService> {
   const started = performance.now();
   const natsDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-query-nats-'));
@@ -81,7 +91,6 @@ export async function startBenchService(
     const service = await startService(config, { role: 'start', listen: true });
     undo.push(() => service.stop());
     if (!service.url) throw new Error('the service did not listen');
-    const url = service.url;
     const { control } = service;
     const ws = marker.workspaceId;
     await createWorkspace(control.store, 'Query benchmark', ws);
@@ -100,6 +109,30 @@ export async function startBenchService(
       `${occurrences.length} issue records in the control plane's watched copy`,
     );
     const recordSeconds = (performance.now() - recordStart) / 1000;
+    // In a process of its own, the service answers from here on: this one's work (the set-up) is done.
+    let answering = service as Service | null;
+    let child: ServiceProcess | null = null;
+    if (opts.separateProcess) {
+      await service.stop();
+      answering = null;
+      undo.pop();
+      const port = await freePort();
+      child = ServiceProcess.spawn({
+        mainJs: opts.separateProcess,
+        dataDir,
+        port,
+        env: {
+          NATS_URL: nats.url,
+          PRINT_FIRST_START_HINT: 'false',
+          COMPACTION_INTERVAL_MS: '0',
+          QUERY_MEMORY_MB: String(config.QUERY_MEMORY_MB),
+        },
+      });
+      const spawned = child;
+      undo.push(() => cleanupService(spawned, dataDir));
+      await child.waitReady();
+    }
+    const url = child ? child.url : service.url;
     const login = await fetch(`${url}/api/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -122,7 +155,8 @@ export async function startBenchService(
     return {
       dataDir,
       marker,
-      service,
+      service: answering,
+      process: child,
       url,
       occurrences,
       rawEngine,

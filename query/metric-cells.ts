@@ -101,7 +101,7 @@ export function lowerBound(values: Float64Array, n: number, v: number): number {
 
 const UNKNOWN = -2;
 
-/** Adds a rollup read's counts (kinds 0, 2, and RAW_KIND: an execution a row) to the cells. */
+/** Adds a rollup read's counts (kinds 0, 2, 6, and RAW_KIND: an execution a row) to the cells. */
 export async function addRollups(
   cache: MinutesCache,
   q: AggregateQuery,

@@ -21,9 +21,9 @@ import { type KeyTable, type KindRows, minutesCacheOf, type SketchRuns } from '.
  * They come from the rollups' latency sketches (storage/sketch.ts), which for fine buckets hold nearly as many rows
  * as the executions: a chart of 24 h per minute and service has 15,840 points of ~350 executions each, whose
  * sketches are 4.2M rows for 10M executions. So the sketches are swept once, in time order, from rollup rows kept in
- * memory as runs (SketchRuns: one minute, or hour, and key each; slots ascending; cumulative counts):
+ * memory as runs (SketchRuns: one minute, or hour, and key each; slots ascending, with their counts):
  * - a point that is one run (a service's minute, from the per-minute service sketches, rollup kind 5) is read from
- *   the run itself, by binary search, and the answer kept with the run for the next query;
+ *   the run itself, and the answer kept with the run for the next query;
  * - the others (`__other__`, an endpoint's day, a 5-minute bucket) are added into one dense array per group, indexed
  *   by slot over the slots the rows span, with a sum per 64 slots; the quantiles are read off by walking the sums,
  *   then the slots of the blocks where a rank falls, and the touched part is zeroed for the next time bucket:
@@ -63,7 +63,7 @@ let values: Float64Array | null = null;
 
 /** What a group holds in the time bucket being swept. */
 const EMPTY = 0;
-/** One run, not added anywhere yet: its quantiles are read from its cumulative counts. */
+/** One run, not added anywhere yet: its quantiles are read from the run itself. */
 const ONE_RUN = 1;
 const DENSE = 2;
 
@@ -145,7 +145,7 @@ export class Sweep {
   }
 
   #addDense(g: number, runs: SketchRuns, r: number): void {
-    const { slots, cumulative } = runs;
+    const { slots, counts } = runs;
     const start = runs.runStart[r]!;
     const end = runs.runStart[r + 1]!;
     // Locals: the hot loop reads no module binding.
@@ -154,16 +154,15 @@ export class Sweep {
     const base = g * this.width - this.minSlot;
     const blockBase = g * this.#blocks;
     const minSlot = this.minSlot;
-    let before = 0;
+    let total = 0;
     for (let j = start; j < end; j++) {
       const slot = slots[j]!;
-      const upTo = cumulative[j]!;
-      const n = upTo - before;
-      before = upTo;
+      const n = counts[j]!;
+      total += n;
       dense[base + slot]! += n;
       sums[blockBase + ((slot - minSlot) >>> BLOCK_BITS)]! += n;
     }
-    this.#total[g]! += before;
+    this.#total[g]! += total;
     const first = slots[start]! - minSlot;
     const last = slots[end - 1]! - minSlot;
     if (first < this.#lo[g]!) this.#lo[g] = first;
@@ -217,8 +216,8 @@ export class Sweep {
   }
 
   /**
-   * A run's quantiles: at each rank, the first row whose cumulative count passes it (by binary search); kept with
-   * the runs (SketchRuns.quantiles), so a run is worked out once, whatever the queries that read it.
+   * A run's quantiles: at each rank, the first row whose cumulative count passes it; kept with the runs
+   * (SketchRuns.quantiles), so a run is worked out once, whatever the queries that read it.
    */
   #finishRun(g: number, into: Float64Array, at: number): void {
     const runs = this.#runs[g]!;
@@ -227,21 +226,19 @@ export class Sweep {
     runs.quantiles ??= new Float64Array(runs.runKey.length * 3).fill(Number.NaN);
     const kept = runs.quantiles;
     if (Number.isNaN(kept[r * 3])) {
-      const { slots, cumulative } = runs;
+      const { slots, counts } = runs;
       const start = runs.runStart[r]!;
       const end = runs.runStart[r + 1]!;
-      const total = cumulative[end - 1]!;
+      let total = 0;
+      for (let j = start; j < end; j++) total += counts[j]!;
       this.#setRanks(total);
-      for (let k = 0; k < 6; k++) {
-        const rank = this.#ranks[k]!;
-        let lo = start;
-        let hi = end - 1;
-        while (lo < hi) {
-          const mid = (lo + hi) >>> 1;
-          if (cumulative[mid]! > rank) hi = mid;
-          else lo = mid + 1;
-        }
-        this.#found[k] = values![slots[lo]!]!;
+      const ranks = this.#ranks;
+      const order = this.#order;
+      let seen = 0;
+      let k = 0;
+      for (let j = start; j < end && k < 6; j++) {
+        seen += counts[j]!;
+        while (k < 6 && seen > ranks[order[k]!]!) this.#found[order[k++]!] = values![slots[j]!]!;
       }
       this.#write(kept, r * 3, total);
     }

@@ -146,8 +146,9 @@ export const listFor = (dataDir: string, f: MetricFilter): Promise<Listed> =>
  * - the rollups of the files of the hours wholly in range, at hour resolution, when the buckets are whole hours
  *   (or the whole range): counts of kind 2, sketches of kind 4 when the query needs nothing finer than service,
  *   environment and outcome, else of kind 3;
- * - the rollups of the other covered files at minute resolution (kind 0; sketches of kind 5 at the level of
- *   service and environment, else of kind 1), over their whole minutes in range;
+ * - the rollups of the other covered files at minute resolution (counts of kind 6 at the level of service,
+ *   environment and outcome, else of kind 0; sketches of kind 5 at the level of service and environment, else of
+ *   kind 1), over their whole minutes in range;
  * - those files themselves over the minutes cut by `from` or `to` (`raw`);
  * - the files without rollups (not merged yet), or every file when a filter cannot be answered from rollups (`raw`).
  */
@@ -198,7 +199,7 @@ export function planSources(listed: Listed, q: AggregateQuery): Sources {
   }
   const sidecars = byMinute.map((m) => m.sidecar);
   const minutes = { from: firstWhole, to: lastWhole };
-  out.counts.push({ sidecars, kind: MINUTE_KIND.counts, minutes });
+  out.counts.push({ sidecars, kind: serviceLevel ? MINUTE_KIND.serviceCounts : MINUTE_KIND.counts, minutes });
   out.sketch.push({
     sidecars,
     kind: environmentLevel ? MINUTE_KIND.serviceSketch : MINUTE_KIND.sketch,

@@ -32,9 +32,8 @@ export interface KindRows {
 
 /**
  * A sketch kind's rows as runs, for the per-minute quantiles (query/metric-quantiles.ts): per minute, runs of one key,
- * each its buckets' slots (storage/sketch.ts) ascending with the run's cumulative count at each. A point of a chart
- * that is one run (a service's minute, per service and environment) has its quantiles found by binary search; the
- * others are added up from the differences. 8 bytes a row where KindRows take 32 (24 h of 10M executions: 4.2M rows
+ * each its buckets' slots (storage/sketch.ts) ascending with their counts. A point of a chart that is one run (a
+ * service's minute, per service and environment) has its quantiles read from the run; the others are added up. 8 bytes a row where KindRows take 32 (24 h of 10M executions: 4.2M rows
  * of kind 5, 34 MB).
  */
 export interface SketchRuns {
@@ -46,8 +45,8 @@ export interface SketchRuns {
   runKey: Int32Array;
   runStart: Int32Array;
   slots: Uint32Array;
-  /** Executions in the run up to this row, this row's included. */
-  cumulative: Uint32Array;
+  /** Executions in the row's bucket. */
+  counts: Uint32Array;
   /** The smallest and largest slot of the rows (0 and -1 when there are none). */
   minSlot: number;
   maxSlot: number;
@@ -241,7 +240,7 @@ export class MinutesCache {
     const runKey: number[] = [];
     const runStart: number[] = [];
     const slots = new Uint32Array(n);
-    const cumulative = new Uint32Array(n);
+    const counts = new Uint32Array(n);
     let sum = 0;
     let minSlot = Number.POSITIVE_INFINITY;
     let maxSlot = -1;
@@ -261,9 +260,9 @@ export class MinutesCache {
       if (slot < minSlot) minSlot = slot;
       if (slot > maxSlot) maxSlot = slot;
       sum += count[i]!;
-      // 2^32 executions of one key in one minute would be 71M a second.
+      // 2^32 executions of one key in one minute (its run's total must fit too) would be 71M a second.
       if (sum > 0xffff_ffff) throw new Error(`${file}: more executions in a minute than a run counts`);
-      cumulative[i] = sum;
+      counts[i] = count[i]!;
     }
     minuteRuns.push(runKey.length);
     runStart.push(n);
@@ -273,7 +272,7 @@ export class MinutesCache {
       runKey: Int32Array.from(runKey),
       runStart: Int32Array.from(runStart),
       slots,
-      cumulative,
+      counts,
       minSlot: n === 0 ? 0 : minSlot,
       maxSlot,
     };

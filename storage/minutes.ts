@@ -17,7 +17,8 @@ import { bucketSql } from './sketch.js';
  * - 3: as 1, per hour;
  * - 4: as 3 per (service, environment, outcome) only: what an overview or a service's chart needs;
  * - 5: as 1 per (service, environment) only: a service's latency percentiles per minute (a chart's point is then
- *   one row run, read without merging).
+ *   one row run, read without merging);
+ * - 6: as 0 per (service, environment, outcome) only: a service's counts per minute.
  * Sorted by (kind, service, minute, …): a query reads the kind it needs, a service filter skips the others' row
  * groups. At 10M executions over 24 h (20 services, 200 endpoints) an hour holds 8k kind 0, 288k kind 1 and 181k
  * kind 5 rows (per minute, a service's ~350 executions fall in ~120 sketch buckets); 2.3 bytes per execution in
@@ -25,7 +26,7 @@ import { bucketSql } from './sketch.js';
  */
 
 /** The suffix names the rows' layout: a file made by an earlier layout is made again (storage/compaction.ts). */
-export const MINUTES_SUFFIX = '.minutes-v3';
+export const MINUTES_SUFFIX = '.minutes-v4';
 export const minutesName = (dataName: string) => `${dataName}${MINUTES_SUFFIX}`;
 
 export const MINUTE_KIND = {
@@ -35,6 +36,7 @@ export const MINUTE_KIND = {
   hourSketch: 3,
   serviceHourSketch: 4,
   serviceSketch: 5,
+  serviceCounts: 6,
 } as const;
 
 const KEY = 'service, environment, endpoint, templated, method, outcome';
@@ -63,6 +65,8 @@ UNION ALL SELECT 4, hour, ${NO_ENDPOINT}, bucket, count(*)::DOUBLE, ${NO_COUNTS}
 UNION ALL SELECT 5, minute, service, environment, NULL::VARCHAR, NULL::BOOLEAN, NULL::VARCHAR, NULL::VARCHAR, bucket,
   count(*)::DOUBLE, ${NO_COUNTS} FROM r
   GROUP BY minute, service, environment, bucket
+UNION ALL SELECT 6, minute, ${NO_ENDPOINT}, NULL::INTEGER, ${COUNTS} FROM r
+  GROUP BY minute, service, environment, outcome
 ORDER BY kind, service, minute, environment, endpoint, templated, method, outcome, bucket`;
 
 const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;

@@ -54,14 +54,13 @@ describe('the quantile sweep', () => {
           const out = Array.from({ length: 4 }, () => new Float64Array(buckets.length * 3).fill(Number.NaN));
           /** One run as SketchRuns holds it, from (bucket, count) pairs in ascending slots. */
           const run = (pairs: [number, number][]): SketchRuns => {
-            let sum = 0;
             return {
               minutes: Float64Array.of(0),
               minuteRuns: Int32Array.of(0, 1),
               runKey: Int32Array.of(0),
               runStart: Int32Array.of(0, pairs.length),
               slots: Uint32Array.from(pairs, ([b]) => slotOf(b)),
-              cumulative: Uint32Array.from(pairs, ([, n]) => (sum += n)),
+              counts: Uint32Array.from(pairs, ([, n]) => n),
               minSlot: slotOf(pairs[0]![0]),
               maxSlot: slotOf(pairs.at(-1)![0]),
             };
@@ -109,7 +108,7 @@ describe('the quantile sweep', () => {
       runKey: Int32Array.of(0, 0),
       runStart: Int32Array.of(0, 3, 5),
       slots: Uint32Array.from([1.5, 40, 900, 3, 7], (d) => slotOf(bucketOf(d))),
-      cumulative: Uint32Array.of(10, 11, 30, 1, 2),
+      counts: Uint32Array.of(10, 1, 19, 1, 1),
       minSlot: slotOf(bucketOf(1.5)),
       maxSlot: slotOf(bucketOf(900)),
     };

@@ -41,31 +41,43 @@ export const MINUTE_KIND = {
 
 const KEY = 'service, environment, endpoint, templated, method, outcome';
 const NO_ENDPOINT = 'service, environment, NULL::VARCHAR, NULL::BOOLEAN, NULL::VARCHAR, outcome';
-const COUNTS = 'count(*)::DOUBLE, sum(duration_ms), min(duration_ms), max(duration_ms)';
+const MERGED_COUNTS = 'sum(count)::DOUBLE, sum(dsum), min(dmin), max(dmax)';
 const NO_COUNTS = 'NULL::DOUBLE, NULL::DOUBLE, NULL::DOUBLE';
 
+/**
+ * Kinds 0 and 1 are grouped from the executions; every other kind from one of them (an hour's counts from its
+ * minutes', a service's sketch from its keys'), so each grouping reads the fewest rows: 1.5 rows grouped per
+ * execution, not 7.
+ */
 const SQL = `WITH e AS (
   SELECT started_at, service, environment, endpoint AS sent, ${endpointTemplateSql('endpoint')} AS endpoint, method,
     outcome, duration_ms
   FROM read_parquet($file, hive_partitioning = false)
 ),
 r AS MATERIALIZED (
-  SELECT date_trunc('minute', started_at) AS minute, date_trunc('hour', started_at) AS hour, service, environment,
-    endpoint, endpoint <> sent AS templated, method, outcome, duration_ms, ${bucketSql('duration_ms')} AS bucket
+  SELECT date_trunc('minute', started_at) AS minute, service, environment, endpoint, endpoint <> sent AS templated,
+    method, outcome, duration_ms, ${bucketSql('duration_ms')} AS bucket
   FROM e
+),
+k0 AS MATERIALIZED (
+  SELECT minute, ${KEY}, count(*)::DOUBLE AS count, sum(duration_ms) AS dsum, min(duration_ms) AS dmin,
+    max(duration_ms) AS dmax
+  FROM r GROUP BY ALL
+),
+k1 AS MATERIALIZED (SELECT minute, ${KEY}, bucket, count(*)::DOUBLE AS count FROM r GROUP BY ALL),
+k3 AS MATERIALIZED (
+  SELECT date_trunc('hour', minute) AS hour, ${KEY}, bucket, sum(count)::DOUBLE AS count FROM k1 GROUP BY ALL
 )
-SELECT 0::TINYINT AS kind, minute, ${KEY}, NULL::INTEGER AS bucket, count(*)::DOUBLE AS count,
-  sum(duration_ms) AS dsum, min(duration_ms) AS dmin, max(duration_ms) AS dmax
-FROM r GROUP BY ALL
-UNION ALL SELECT 1, minute, ${KEY}, bucket, count(*)::DOUBLE, ${NO_COUNTS} FROM r GROUP BY ALL
-UNION ALL SELECT 2, hour, ${KEY}, NULL::INTEGER, ${COUNTS} FROM r GROUP BY ALL
-UNION ALL SELECT 3, hour, ${KEY}, bucket, count(*)::DOUBLE, ${NO_COUNTS} FROM r GROUP BY ALL
-UNION ALL SELECT 4, hour, ${NO_ENDPOINT}, bucket, count(*)::DOUBLE, ${NO_COUNTS} FROM r
+SELECT 0::TINYINT AS kind, minute, ${KEY}, NULL::INTEGER AS bucket, count, dsum, dmin, dmax FROM k0
+UNION ALL SELECT 1, minute, ${KEY}, bucket, count, ${NO_COUNTS} FROM k1
+UNION ALL SELECT 2, date_trunc('hour', minute), ${KEY}, NULL::INTEGER, ${MERGED_COUNTS} FROM k0 GROUP BY ALL
+UNION ALL SELECT 3, hour, ${KEY}, bucket, count, ${NO_COUNTS} FROM k3
+UNION ALL SELECT 4, hour, ${NO_ENDPOINT}, bucket, sum(count)::DOUBLE, ${NO_COUNTS} FROM k3
   GROUP BY hour, service, environment, outcome, bucket
 UNION ALL SELECT 5, minute, service, environment, NULL::VARCHAR, NULL::BOOLEAN, NULL::VARCHAR, NULL::VARCHAR, bucket,
-  count(*)::DOUBLE, ${NO_COUNTS} FROM r
+  sum(count)::DOUBLE, ${NO_COUNTS} FROM k1
   GROUP BY minute, service, environment, bucket
-UNION ALL SELECT 6, minute, ${NO_ENDPOINT}, NULL::INTEGER, ${COUNTS} FROM r
+UNION ALL SELECT 6, minute, ${NO_ENDPOINT}, NULL::INTEGER, ${MERGED_COUNTS} FROM k0
   GROUP BY minute, service, environment, outcome
 ORDER BY kind, service, minute, environment, endpoint, templated, method, outcome, bucket`;
 

@@ -35,6 +35,10 @@ const get = async <T = Record<string, unknown>>(u: SignedUp, url: string) => {
   return json<T>(res);
 };
 
+/** The test-mode executions files of `u`'s workspace in [from, to), with their per-minute rollups. */
+const listedOf = (u: SignedUp, from: number, to: number) =>
+  listSidecarsAndFiles('minutes', stack.config.dataDir, u.workspaceId, 'test', from, to);
+
 const totalOf = async (u: SignedUp, query: string) =>
   (await get<{ total: number }>(u, `/api/executions?pageSize=1&${query}`)).total;
 
@@ -202,14 +206,7 @@ describe('execution metrics', () => {
 
     const scanned = await check(false);
     await stack.service.pipeline!.compact();
-    const listed = await listSidecarsAndFiles(
-      'minutes',
-      stack.config.dataDir,
-      u.workspaceId,
-      'test',
-      from,
-      to,
-    );
+    const listed = await listedOf(u, from, to);
     expect(listed.sidecars).toHaveLength(1);
     expect(listed.files).toEqual([]);
     const rolledUp = await check(true);
@@ -342,14 +339,7 @@ describe('execution metrics', () => {
       ),
     });
     await stack.service.pipeline!.compact();
-    const { sidecars } = await listSidecarsAndFiles(
-      'minutes',
-      stack.config.dataDir,
-      u.workspaceId,
-      'test',
-      hour,
-      hour + 2 * HOUR,
-    );
+    const { sidecars } = await listedOf(u, hour, hour + 2 * HOUR);
     expect(sidecars).toHaveLength(2);
     const [a, b] = sidecars as [string, string];
     const engine = await QueryEngine.open(path.join(stack.dir, 'cache-engine'), 1);
@@ -407,10 +397,7 @@ describe('execution metrics', () => {
     };
     await check();
     await stack.service.pipeline!.compact();
-    expect(
-      (await listSidecarsAndFiles('minutes', stack.config.dataDir, u.workspaceId, 'test', hour, hour + HOUR))
-        .files,
-    ).toEqual([]);
+    expect((await listedOf(u, hour, hour + HOUR)).files).toEqual([]);
     await check();
   });
 
@@ -451,14 +438,7 @@ describe('execution metrics', () => {
     await send(u, { executions: batch(400, 2) });
     const from = base + 90_500;
     const to = base + 2 * HOUR - 25_000;
-    const listed = await listSidecarsAndFiles(
-      'minutes',
-      stack.config.dataDir,
-      u.workspaceId,
-      'test',
-      from,
-      to,
-    );
+    const listed = await listedOf(u, from, to);
     expect(listed.sidecars.length).toBeGreaterThan(0);
     expect(listed.files.length).toBeGreaterThan(0);
 

@@ -99,7 +99,8 @@ export function lowerBound(values: Float64Array, n: number, v: number): number {
   return lo;
 }
 
-const UNKNOWN = -2;
+/** A key's group not worked out yet. */
+export const UNKNOWN = -2;
 
 /** Adds a rollup read's counts (kinds 0, 2, 6, and RAW_KIND: an execution a row) to the cells. */
 export async function addRollups(

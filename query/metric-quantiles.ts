@@ -1,7 +1,7 @@
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { endpointTemplateSql } from '../storage/rollup.js';
 import { bucketSql, SLOTS, slotOf, slotValue } from '../storage/sketch.js';
-import { groupKeyOf, keyPasses, lowerBound } from './metric-cells.js';
+import { groupKeyOf, keyPasses, lowerBound, UNKNOWN } from './metric-cells.js';
 import {
   type AggregateQuery,
   filterSql,
@@ -20,8 +20,8 @@ import { type KeyTable, type KindRows, minutesCacheOf, type SketchRuns } from '.
  *
  * They come from the rollups' latency sketches (storage/sketch.ts), which for fine buckets hold nearly as many rows
  * as the executions: a chart of 24 h per minute and service has 15,840 points of ~350 executions each, whose
- * sketches are 4.2M rows for 10M executions. So the sketches are swept once, in time order, from rollup rows kept in
- * memory as runs (SketchRuns: one minute, or hour, and key each; slots ascending, with their counts):
+ * sketches are 4.2M rows for 10M executions. So the sketches are swept in time order (once, unless the groups'
+ * arrays need several passes), from rollup rows kept in memory as runs (SketchRuns: one minute, or hour, and key each; slots ascending, with their counts):
  * - a point that is one run (a service's minute, from the per-minute service sketches, rollup kind 5) is read from
  *   the run itself, and the answer kept with the run for the next query;
  * - the others (`__other__`, an endpoint's day, a 5-minute bucket) are added into one dense array per group, indexed
@@ -60,6 +60,12 @@ const DENSE_BUDGET = 4 * 2 ** 20;
 let scratch = new Float64Array(0);
 let blocks = new Float64Array(0);
 let values: Float64Array | null = null;
+/** Past this many slots (4 MB), the arrays are let go after the sweep. */
+const KEPT_SCRATCH = 2 ** 19;
+const releaseScratch = () => {
+  scratch = new Float64Array(0);
+  blocks = new Float64Array(0);
+};
 
 /** What a group holds in the time bucket being swept. */
 const EMPTY = 0;
@@ -70,7 +76,8 @@ const DENSE = 2;
 /**
  * Groups `offset`…`offset + groups − 1` being added up for one time bucket at a time, over slots `minSlot`…
  * `minSlot + width − 1`, and their quantiles read off: from the run itself when a group's bucket is one run of a
- * rollup, else from the group's dense array.
+ * rollup, else from the group's dense array. Zero durations (slot 0, 68,737 slots below 1 ms) are counted apart,
+ * so the window spans the positive durations only.
  */
 export class Sweep {
   readonly #blocks: number;
@@ -78,10 +85,14 @@ export class Sweep {
   /** Per group in state ONE_RUN, the run: of which rows, which one. */
   readonly #runs: (SketchRuns | null)[];
   readonly #run: Int32Array;
-  /** Per dense group, the lowest and highest slot it holds (relative to minSlot) and its executions. */
+  /**
+   * Per dense group, the lowest and highest slot it holds (relative to minSlot; -1 for the highest when none), its
+   * executions, and those of them that took 0 ms.
+   */
   readonly #lo: Int32Array;
   readonly #hi: Int32Array;
   readonly #total: Float64Array;
+  readonly #zeros: Float64Array;
   readonly #ranks = new Float64Array(6);
   readonly #found = new Float64Array(6);
   readonly #order = new Int32Array(6);
@@ -102,6 +113,7 @@ export class Sweep {
     this.#lo = new Int32Array(groups).fill(width);
     this.#hi = new Int32Array(groups).fill(-1);
     this.#total = new Float64Array(groups);
+    this.#zeros = new Float64Array(groups);
   }
 
   /** The group of this pass for an answer's group index, or -1. */
@@ -113,10 +125,14 @@ export class Sweep {
   /** Adds `count` executions in slot `slot` to group `g` (of this pass). */
   add(g: number, slot: number, count: number): void {
     this.#toDense(g);
+    this.#total[g]! += count;
+    if (slot === 0) {
+      this.#zeros[g]! += count;
+      return;
+    }
     const s = slot - this.minSlot;
     scratch[g * this.width + s]! += count;
     blocks[g * this.#blocks + (s >>> BLOCK_BITS)]! += count;
-    this.#total[g]! += count;
     if (s < this.#lo[g]!) this.#lo[g] = s;
     if (s > this.#hi[g]!) this.#hi[g] = s;
   }
@@ -146,8 +162,15 @@ export class Sweep {
 
   #addDense(g: number, runs: SketchRuns, r: number): void {
     const { slots, counts } = runs;
-    const start = runs.runStart[r]!;
+    let start = runs.runStart[r]!;
     const end = runs.runStart[r + 1]!;
+    // Slots ascend: zero durations, if any, are the run's first row.
+    if (slots[start] === 0) {
+      this.#zeros[g]! += counts[start]!;
+      this.#total[g]! += counts[start]!;
+      start++;
+      if (start === end) return;
+    }
     // Locals: the hot loop reads no module binding.
     const dense = scratch;
     const sums = blocks;
@@ -262,9 +285,11 @@ export class Sweep {
     const base = g * this.width;
     const blockBase = g * this.#blocks;
     let k = 0;
-    let seen = 0;
-    let target = ranks[order[0]!]!;
-    for (let b = lo >>> BLOCK_BITS; b <= hi >>> BLOCK_BITS; b++) {
+    // The zero durations come first.
+    let seen = this.#zeros[g]!;
+    while (k < 6 && seen > ranks[order[k]!]!) found[order[k++]!] = 0;
+    let target = k < 6 ? ranks[order[k]!]! : 0;
+    for (let b = lo >>> BLOCK_BITS; k < 6 && hi >= 0 && b <= hi >>> BLOCK_BITS; b++) {
       const after = seen + sums[blockBase + b]!;
       if (after > target) {
         // The block holds the slot of the rank `target` (and maybe of the next ones).
@@ -284,11 +309,14 @@ export class Sweep {
       seen = after;
     }
     this.#write(into, at, total);
-    dense.fill(0, base + lo, base + hi + 1);
-    sums.fill(0, blockBase + (lo >>> BLOCK_BITS), blockBase + (hi >>> BLOCK_BITS) + 1);
+    if (hi >= 0) {
+      dense.fill(0, base + lo, base + hi + 1);
+      sums.fill(0, blockBase + (lo >>> BLOCK_BITS), blockBase + (hi >>> BLOCK_BITS) + 1);
+    }
     this.#lo[g] = this.width;
     this.#hi[g] = -1;
     this.#total[g] = 0;
+    this.#zeros[g] = 0;
   }
 }
 
@@ -346,14 +374,12 @@ class Groups {
   }
 }
 
-const UNKNOWN = -2;
-
 /**
  * Something swept: `add(sweep, from, to)` adds its rows with a time in [from, to) to the sweep's groups (called
  * with ascending, adjacent ranges, so each keeps a cursor). Made anew for each pass.
  */
 interface Source {
-  /** The smallest and largest slot it holds (-1 for the largest when none). */
+  /** The smallest and largest slot of a positive duration it holds (+Infinity and -1 when none). */
   minSlot: number;
   maxSlot: number;
   make(): { add(sweep: Sweep, from: number, to: number): void };
@@ -397,7 +423,7 @@ function rowsSource(
   let minSlot = Number.POSITIVE_INFINITY;
   let maxSlot = -1;
   for (let i = first; i < last; i++) {
-    if (group[i]! < 0) continue;
+    if (group[i]! < 0 || slot[i] === 0) continue;
     if (slot[i]! < minSlot) minSlot = slot[i]!;
     if (slot[i]! > maxSlot) maxSlot = slot[i]!;
   }
@@ -539,12 +565,12 @@ async function sweep(engine: QueryEngine, plan: Sources, q: AggregateQuery, grou
   }
   const { first, points, length } = bucketsOf(q);
   const out = groups.list.map(() => new Float64Array(points * 3).fill(Number.NaN));
-  const minSlot = Math.min(...sources.map((s) => s.minSlot));
-  const maxSlot = Math.max(-1, ...sources.map((s) => s.maxSlot));
-  if (maxSlot >= 0) {
-    const width = maxSlot - minSlot + 1;
-    const perPass = Math.max(1, Math.floor(DENSE_BUDGET / width));
-    for (let offset = 0; offset < out.length; offset += perPass) {
+  // The window: the slots of the positive durations (zeros are counted apart), at least one.
+  const minSlot = Math.min(SLOTS, ...sources.map((s) => s.minSlot));
+  const width = Math.max(1, ...sources.map((s) => s.maxSlot - minSlot + 1));
+  const perPass = Math.max(1, Math.floor(DENSE_BUDGET / width));
+  try {
+    for (let offset = 0; sources.length > 0 && offset < out.length; offset += perPass) {
       const pass = new Sweep(offset, Math.min(perPass, out.length - offset), minSlot, width);
       const adders = sources.map((s) => s.make());
       for (let p = 0; p < points; p++) {
@@ -554,12 +580,18 @@ async function sweep(engine: QueryEngine, plan: Sources, q: AggregateQuery, grou
         pass.finish(out, p * 3);
       }
     }
+  } catch (err) {
+    // The arrays may hold a half-added bucket: made anew for the next query.
+    releaseScratch();
+    throw err;
   }
+  // A rare wide sweep (durations spread over many doublings, thousands of groups) does not keep its memory.
+  if (scratch.length > KEPT_SCRATCH) releaseScratch();
   return new Map(groups.list.map((g, i) => [groupKeyOf(g), { group: g, values: out[i]! }]));
 }
 
 /** The groupBy fields' values in SQL, each as `g<i>`, the one of a `kept` grouping folded into `other`. */
-function groupSql(q: AggregateQuery, grouping: Grouping, params: Record<string, SqlParam>): string[] {
+function foldedGroupSql(q: AggregateQuery, grouping: Grouping, params: Record<string, SqlParam>): string[] {
   return q.groupBy.map((field, i) => {
     const g = field === 'endpoint' ? endpointTemplateSql('endpoint') : field;
     if (grouping.kind === 'fields') return `${g} AS g${i}`;
@@ -598,7 +630,7 @@ async function exactQuantiles(
     ...filterSql(f, params),
   ];
   const rows = await engine.all(
-    `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...groupSql(q, grouping, params)].join(', ')},
+    `SELECT ${[`${timeSql(q, 'started_at')} AS t`, ...foldedGroupSql(q, grouping, params)].join(', ')},
        quantile_cont(duration_ms, [0.5, 0.95, 0.99]) AS q
      FROM read_parquet($files, union_by_name = true, hive_partitioning = false)
      WHERE ${where.join(' AND ')}

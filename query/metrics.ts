@@ -10,8 +10,8 @@ import { addRollups, Cells, type RollupRead } from './metric-cells.js';
 import { minutesCacheOf, RAW_KIND } from './minutes-cache.js';
 
 /**
- * The read side of the execution metrics (CONTRACT §8): counts, duration sums and latency sketches per time bucket
- * and group, from the per-minute rollups beside the merged executions files (storage/minutes.ts) and, for what they
+ * The read side of the execution metrics (CONTRACT §8): counts and duration sums per time bucket and group (the
+ * latency quantiles: query/metric-quantiles.ts, from the same sources), from the per-minute rollups beside the merged executions files (storage/minutes.ts) and, for what they
  * do not cover (the newest files, not merged yet, and the parts of a minute cut by `from` or `to`), from the
  * executions themselves, folded the same way: so a figure is as fresh as the executions list and agrees with its
  * `total` for the same range and filters.
@@ -114,7 +114,7 @@ export const timeSql = (q: AggregateQuery, column: string) =>
 const groupSql = (q: AggregateQuery) =>
   q.groupBy.map((g, i) => `${g === 'endpoint' ? endpointTemplateSql('endpoint') : g} AS g${i}`);
 
-export const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
+const SERVICE_LEVEL: ReadonlySet<GroupField> = new Set(['service', 'environment', 'outcome']);
 
 /** Executions to read: `files` where `time` (a condition on started_at, with its `params`). */
 interface RawRead {

@@ -31,10 +31,11 @@ export interface KindRows {
 }
 
 /**
- * A sketch kind's rows as runs, for the per-minute quantiles (query/metric-quantiles.ts): per minute, runs of one key,
- * each its buckets' slots (storage/sketch.ts) ascending with their counts. A point of a chart that is one run (a
- * service's minute, per service and environment) has its quantiles read from the run; the others are added up. 8 bytes a row where KindRows take 32 (24 h of 10M executions: 4.2M rows
- * of kind 5, 34 MB).
+ * A sketch kind's rows as runs, for the quantiles (query/metric-quantiles.ts): per minute (an hour's start for the
+ * hour kinds), runs of one key, each its buckets' slots (storage/sketch.ts) ascending with their counts. A point of
+ * a chart that is one run (a service's minute, per service and environment) has its quantiles read from the run;
+ * the others are added up. 8 bytes a row where KindRows take 32 (24 h of 10M executions: 4.2M rows of kind 5,
+ * 34 MB).
  */
 export interface SketchRuns {
   /** The minutes (epoch ms) that have rows, ascending. */
@@ -47,7 +48,7 @@ export interface SketchRuns {
   slots: Uint32Array;
   /** Executions in the row's bucket. */
   counts: Uint32Array;
-  /** The smallest and largest slot of the rows (0 and -1 when there are none). */
+  /** The smallest and largest slot of a positive duration in the rows (+Infinity and -1 when there is none). */
   minSlot: number;
   maxSlot: number;
   /** Per run, its p50, p95 and p99 once worked out (NaN until then): query/metric-quantiles.ts keeps them here. */
@@ -210,7 +211,7 @@ export class MinutesCache {
 
   async #loadKind(file: string, from: string, kind: number): Promise<KindRows> {
     // The key index as #loadKeys numbers them: the rank of the key in the same order. Ordered by minute, key and
-    // bucket, so a range of minutes is a slice, a run of rows adds to one cell (query/metrics.ts), and a run's
+    // bucket, so a range of minutes is a slice, a run of rows adds to one cell (query/metric-cells.ts), and a run's
     // buckets ascend (SketchRuns).
     const [minute, key, bucket, count, dsum] = await this.engine.numericColumns(
       `WITH rows AS MATERIALIZED (SELECT * FROM ${from} WHERE kind = ${kind}),
@@ -257,11 +258,12 @@ export class MinutesCache {
       }
       const slot = slotOf(bucket[i]!);
       slots[i] = slot;
-      if (slot < minSlot) minSlot = slot;
-      if (slot > maxSlot) maxSlot = slot;
+      // Zero durations (slot 0) are counted apart from the others (query/metric-quantiles.ts).
+      if (slot > 0 && slot < minSlot) minSlot = slot;
+      if (slot > 0 && slot > maxSlot) maxSlot = slot;
       sum += count[i]!;
-      // 2^32 executions of one key in one minute (its run's total must fit too) would be 71M a second.
-      if (sum > 0xffff_ffff) throw new Error(`${file}: more executions in a minute than a run counts`);
+      // 2^32 executions of one key in one run (a minute, or an hour) would be 1.2M a second at least.
+      if (sum > 0xffff_ffff) throw new Error(`${file}: more executions in a run than it counts`);
       counts[i] = count[i]!;
     }
     minuteRuns.push(runKey.length);
@@ -273,7 +275,7 @@ export class MinutesCache {
       runStart: Int32Array.from(runStart),
       slots,
       counts,
-      minSlot: n === 0 ? 0 : minSlot,
+      minSlot,
       maxSlot,
     };
   }

@@ -10,7 +10,7 @@ import { bucketSql } from './sketch.js';
  *
  * The key is (minute, service, environment, endpoint template, templated, method, outcome), where `templated` says
  * the endpoint as sent differed from its template (ids, a query string), so an exact endpoint filter can still be
- * answered here. Five kinds of rows, each a projection for some queries:
+ * answered here. Seven kinds of rows, each a projection for some queries:
  * - 0: per minute and key, `count` and the durations' `dsum`, `dmin`, `dmax`;
  * - 1: per minute, key and latency sketch bucket (storage/sketch.ts) the durations fall in, its `count`;
  * - 2: as 0, per hour (`minute` holds the hour's start): for ranges and intervals of whole hours;

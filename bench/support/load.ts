@@ -142,7 +142,6 @@ export class Prober {
         .then((t) => promValue(t, 'svc_pipeline_flushes_total'))
         .catch(() => null);
       if (flushes !== null && flushes === this.#lastFlushes) return;
-      this.#lastFlushes = flushes;
       const res = await this.#pool.request({
         method: 'GET',
         path: '/api/executions?pageSize=200&sort=-startedAt',
@@ -154,6 +153,9 @@ export class Prober {
         return;
       }
       const page = (await res.body.json()) as { data: { executionId: string }[] };
+      // Only a listing that was read counts for this flush count: after a failed one the next poll lists again
+      // (after the last flush of a run, nothing else would).
+      this.#lastFlushes = flushes;
       for (const e of page.data) {
         const sentAt = this.#sent.get(e.executionId);
         if (sentAt === undefined) continue;

@@ -286,10 +286,12 @@ FROM (${inner}) GROUP BY ALL`,
     ...[...plan.counts, ...plan.edges].map((r) => addRollups(cache, q, r, cells)),
   ]);
   for (const r of rawRows) {
-    const cell = cells.at(cells.groupId(groupOf(r)), Number(r.t));
-    cell.requests += Number(r.requests);
-    cell.failed += Number(r.failed);
-    cell.durationSum += Number(r.dsum);
+    cells.add(
+      cells.at(cells.groupId(groupOf(r)), Number(r.t)),
+      Number(r.requests),
+      Number(r.failed),
+      Number(r.dsum),
+    );
   }
-  return cells.done().filter((c) => c.requests > 0);
+  return cells.done();
 }

@@ -498,6 +498,72 @@ describe('execution metrics', () => {
     );
   });
 
+  it('groups percentiles by method (null too) and endpoint, with the previous period, exact then from sketches', async () => {
+    const u = await signup(stack.service);
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 3 * HOUR;
+    const made = Array.from({ length: 600 }, (_, i) => ({
+      method: [null, 'GET', 'POST'][i % 3] ?? null,
+      endpoint: i % 2 === 0 ? `/items/${1000 + i}` : '/items',
+      t: hour + ((i * 7_919) % HOUR),
+      d: Math.exp(((i * 37) % 97) / 15),
+    }));
+    await send(u, {
+      executions: made.map((e) =>
+        execution({
+          // An execution sent without a method has none (null).
+          ...(e.method === null ? { method: undefined } : { method: e.method }),
+          endpoint: e.endpoint,
+          startedAt: new Date(e.t).toISOString(),
+          durationMs: e.d,
+        }),
+      ),
+    });
+    const range = `from=${hour}&to=${hour + HOUR}`;
+    const check = async (rolledUp: boolean) => {
+      for (const [query, field, interval, keyOf] of [
+        [
+          'metric=latency_p99&interval=5m&groupBy=method',
+          'method',
+          5 * MINUTE,
+          (e: (typeof made)[0]) => e.method,
+        ],
+        [
+          'metric=latency_p50&interval=15m&groupBy=endpoint',
+          'endpoint',
+          15 * MINUTE,
+          (e: (typeof made)[0]) => (e.endpoint === '/items' ? '/items' : '/items/:id'),
+        ],
+      ] as const) {
+        const q = query.includes('p99') ? 0.99 : 0.5;
+        const ts = await get<Timeseries>(
+          u,
+          `/api/metrics/timeseries?${range}&${query}&compare=previous_period`,
+        );
+        expect(ts.percentiles).toBe(rolledUp ? 'sketch' : 'exact');
+        const groups = new Set(made.map(keyOf));
+        expect(new Set(ts.series.map((x) => x.group[field]))).toEqual(groups);
+        // The period before has no executions: every point null, in the same groups.
+        expect(ts.previous!.series.map((x) => x.group[field])).toEqual(ts.series.map((x) => x.group[field]));
+        expect(ts.previous!.series.every((x) => x.points.every((p) => p.value === null))).toBe(true);
+        for (const series of ts.series) {
+          for (const p of series.points) {
+            const start = Date.parse(p.t);
+            const d = made
+              .filter((e) => keyOf(e) === series.group[field] && e.t >= start && e.t < start + interval)
+              .map((e) => e.d);
+            if (d.length === 0) expect(p.value).toBeNull();
+            else if (rolledUp) within(p.value, exactQuantile(d, q));
+            else expect(p.value).toBeCloseTo(exactQuantile(d, q), 9);
+          }
+        }
+      }
+    };
+    await check(false);
+    await stack.service.pipeline!.compact();
+    expect((await listedOf(u, hour, hour + HOUR)).files).toEqual([]);
+    await check(true);
+  });
+
   it('refuses what it cannot answer, naming the parameter', async () => {
     const u = await signup(stack.service);
     const bad = async (url: string, path: string) => {

@@ -36,33 +36,6 @@ export const groupOfRollupKey = (keys: KeyTable, fields: readonly GroupField[], 
   fields.map((f) => (keys[f][k] ?? null) as string | null);
 
 /**
- * Per rollup file (its key table) and groupBy fields, each key's groupKeyOf, made when first asked for: a file's
- * keys are grouped the same way query after query, and making the strings anew was most of a query's garbage.
- */
-const groupKeys = new WeakMap<KeyTable, Map<string, (string | undefined)[]>>();
-
-/** groupKeyOf the groupBy fields' values of key `k` of a rollup file. */
-export function groupKey(keys: KeyTable, fields: readonly GroupField[], k: number): string {
-  let byFields = groupKeys.get(keys);
-  if (!byFields) {
-    byFields = new Map();
-    groupKeys.set(keys, byFields);
-  }
-  const signature = fields.join();
-  let memo = byFields.get(signature);
-  if (!memo) {
-    memo = [];
-    byFields.set(signature, memo);
-  }
-  let key = memo[k];
-  if (key === undefined) {
-    key = groupKeyOf(groupOfRollupKey(keys, fields, k));
-    memo[k] = key;
-  }
-  return key;
-}
-
-/**
  * The cells being added up: per group (numbered as met), per time bucket (numbered from the first bucket's start),
  * so that adding a row is two array reads, not a string key per row. The figures are kept in typed arrays, a cell
  * a number, until done() makes the cells: adding to an object's number fields boxed a new number each time (2.5 MB
@@ -89,16 +62,12 @@ export class Cells {
   }
 
   groupId(group: (string | null)[]): number {
-    return this.groupIdOf(groupKeyOf(group), () => group);
-  }
-
-  /** The group of key `key` (groupKeyOf), whose values `values` makes when the group is new. */
-  groupIdOf(key: string, values: () => (string | null)[]): number {
+    const key = groupKeyOf(group);
     let id = this.#groups.get(key);
     if (id === undefined) {
       id = this.#groupValues.length;
       this.#groups.set(key, id);
-      this.#groupValues.push(values());
+      this.#groupValues.push(group);
       this.#byGroup.push([]);
     }
     return id;
@@ -231,9 +200,7 @@ function addRows(
     const k = rows.key[i]!;
     let gid = groupOf[k]!;
     if (gid === UNKNOWN) {
-      gid = keyPasses(q.filter, keys, k)
-        ? into.groupIdOf(groupKey(keys, q.groupBy, k), () => groupOfRollupKey(keys, q.groupBy, k))
-        : -1;
+      gid = keyPasses(q.filter, keys, k) ? into.groupId(groupOfRollupKey(keys, q.groupBy, k)) : -1;
       groupOf[k] = gid;
       used.push(k);
     }

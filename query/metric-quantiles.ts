@@ -1,7 +1,7 @@
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { endpointTemplateSql } from '../storage/rollup.js';
 import { bucketSql, SLOTS, slotOf, slotValue } from '../storage/sketch.js';
-import { groupKeyOf, keyPasses, lowerBound, UNKNOWN } from './metric-cells.js';
+import { groupKeyOf, groupOfRollupKey, keyPasses, lowerBound, UNKNOWN } from './metric-cells.js';
 import {
   type AggregateQuery,
   filterSql,
@@ -366,9 +366,7 @@ class Groups {
     for (let i = start; i < end; i++) {
       const k = used[i]!;
       if (out[k] !== UNKNOWN) continue;
-      out[k] = keyPasses(this.q.filter, keys, k)
-        ? this.of(fields.map((f) => (keys[f][k] ?? null) as string | null))
-        : -1;
+      out[k] = keyPasses(this.q.filter, keys, k) ? this.of(groupOfRollupKey(keys, fields, k)) : -1;
     }
     return out;
   }

@@ -73,7 +73,8 @@ export const settingsSchema = z.object({
 });
 export type Settings = z.infer<typeof settingsSchema>;
 
-export const settingsPatchSchema = settingsSchema.partial().strict();
+/** Fields it does not know are ignored, as in every request body (CONTRACT §1). */
+export const settingsPatchSchema = settingsSchema.partial();
 
 export const defaultSettings = (retentionDays: number): Settings => ({
   indexedContextKeys: [],

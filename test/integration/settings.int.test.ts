@@ -45,7 +45,6 @@ describe('workspace settings', () => {
       ],
       [{ outcomeRules: [{ match: {}, outcome: 'failed' }] }, 'outcomeRules.0.match'],
       [{ retentionDays: 0 }, 'retentionDays'],
-      [{ unknownSetting: true }, ''],
     ] as const) {
       const res = await patch(body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
@@ -60,6 +59,12 @@ describe('workspace settings', () => {
     });
     const again = await patch({ indexedContextKeys: ['customer.tier'] });
     expect(again.json()).toMatchObject({ retentionDays: 90, indexedContextKeys: ['customer.tier'] });
+    // Unknown fields are ignored (CONTRACT §1: an SDK or dashboard newer than the service still works), not kept.
+    const newer = await patch({ retentionDays: 60, unknownSetting: true });
+    expect(newer.statusCode).toBe(200);
+    expect(newer.json()).not.toHaveProperty('unknownSetting');
+    const stored = await call(stack.service, 'GET', '/api/workspace/settings', { token: owner.session });
+    expect(stored.json()).toEqual({ ...again.json(), retentionDays: 60 });
   });
 
   it('outcome rules classify executions ingested after the change, not the stored ones', async () => {

@@ -43,8 +43,68 @@ export function parseJson(buf: Buffer): unknown {
 }
 
 /**
+ * A body past the limit is still read to its end, and dropped, before the 413 is answered: a client that writes its
+ * whole body before it reads (fetch does) would otherwise have its connection closed under it (EPIPE) and never see
+ * the 413 that tells it to split, so it would send the same body again and again. Up to this many bytes; past
+ * them, or past DRAIN_MS, the connection is closed.
+ */
+const DRAIN_MAX_BYTES = 256 * 2 ** 20;
+const DRAIN_MS = 30_000;
+
+const tooLarge = () =>
+  new ServiceError('PAYLOAD_TOO_LARGE', 'the request body is over the limit (see GET /api/limits)');
+
+/** The body of `req`, at most `maxBytes` of it: past them, read on and dropped, then PAYLOAD_TOO_LARGE. */
+export function readBody(
+  req: FastifyRequest,
+  payload: NodeJS.ReadableStream,
+  maxBytes: number,
+): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    const stream = payload as NodeJS.ReadableStream & { destroy(err?: Error): void };
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    let timer: NodeJS.Timeout | undefined;
+    const fail = (err: ServiceError, close: boolean) => {
+      clearTimeout(timer);
+      stream.removeAllListeners('data');
+      // Not worth reading on: answered, then the connection is closed (installErrorHandler).
+      if (close) err.closeConnection = true;
+      reject(err);
+    };
+    if (Number.isFinite(declared) && declared > DRAIN_MAX_BYTES) return fail(tooLarge(), true);
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (!over && size > maxBytes) {
+        over = true;
+        chunks.length = 0;
+        timer = setTimeout(() => fail(tooLarge(), true), DRAIN_MS);
+      }
+      if (over) {
+        if (size > DRAIN_MAX_BYTES) fail(tooLarge(), true);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.on('end', () => {
+      clearTimeout(timer);
+      if (over) return reject(tooLarge());
+      if (Number.isFinite(declared) && declared !== size)
+        return reject(new ServiceError('VALIDATION_ERROR', 'content-length does not match the body'));
+      resolve(Buffer.concat(chunks, size));
+    });
+    stream.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+/**
  * JSON bodies only (415 otherwise), `content-encoding` gzip or identity (415 otherwise), the size limits as sent
- * (Fastify's bodyLimit) and decoded (413).
+ * (readBody) and decoded (413).
  */
 export function installBodyParser(
   app: FastifyInstance,
@@ -53,9 +113,12 @@ export function installBodyParser(
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
-    { parseAs: 'buffer', bodyLimit: limits.maxBytes },
-    async (req: FastifyRequest, body: Buffer) => {
-      const raw = body;
+    async (req: FastifyRequest, payload: NodeJS.ReadableStream) => {
+      const raw = await readBody(req, payload, limits.maxBytes);
+      if (raw.length === 0)
+        throw new ServiceError('VALIDATION_ERROR', 'the body is empty', [
+          { path: '', message: 'expected a JSON body' },
+        ]);
       const enc = String(req.headers['content-encoding'] ?? 'identity')
         .trim()
         .toLowerCase();

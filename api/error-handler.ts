@@ -35,6 +35,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     const body: ErrorBody = {
       error: { code: e.code, message: e.message, details: e.details, requestId: String(req.id) },
     };
+    if (e.closeConnection) reply.header('connection', 'close');
     reply.code(e.status).headers(e.headers).send(body);
   });
   app.setNotFoundHandler((req, reply) => {

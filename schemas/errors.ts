@@ -26,6 +26,8 @@ export class ServiceError extends Error {
   readonly details: ErrorDetail[];
   /** Extra response headers (retry-after, www-authenticate…). */
   readonly headers: Record<string, string>;
+  /** The connection is closed after the answer (a body too large to read on). */
+  closeConnection = false;
 
   constructor(
     code: ErrorCode,

@@ -1,3 +1,4 @@
+import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
 import { installBodyParser } from './body-parser.js';
@@ -23,6 +24,7 @@ const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: logger,
+    trustProxy: deps.config.TRUST_PROXY,
     bodyLimit: deps.config.BODY_MAX_BYTES,
     // A client's x-request-id is echoed when it is a sane token; otherwise one is made.
     genReqId: (req) => {
@@ -33,6 +35,8 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
   });
 
   const ctx = createContext(deps);
+  // Cookies parsed in its onRequest hook: registered before the guard's, which reads the session cookie.
+  await app.register(fastifyCookie);
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     reply.header('api-version', API_VERSION);

@@ -33,16 +33,6 @@ function bearer(req: FastifyRequest): string | null {
   return null;
 }
 
-function cookie(req: FastifyRequest, name: string): string | null {
-  const header = req.headers.cookie;
-  if (!header) return null;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
-  }
-  return null;
-}
-
 declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
@@ -65,7 +55,8 @@ export async function authenticate(
   control: ControlPlane,
   need: Need,
 ): Promise<Principal> {
-  const presented = bearer(req) ?? cookie(req, SESSION_COOKIE);
+  // @fastify/cookie never throws on a malformed value: it arrives raw, is no session, and is refused (401).
+  const presented = bearer(req) ?? req.cookies[SESSION_COOKIE] ?? null;
   if (!presented)
     throw unauthorized('credentials are required: an API key, or a session from /api/auth/login');
   let principal: Principal;
@@ -134,11 +125,20 @@ export function resolveMode(p: Principal, requested: unknown): Mode {
   throw forbidden(`a ${p.mode} key cannot use ${requested} data`);
 }
 
-export function setSessionCookie(reply: FastifyReply, token: string, expiresAt: string): void {
+/** The session cookie's attributes: not for scripts, sent on top-level navigation, `Secure` over HTTPS. */
+const cookieOptions = (req: FastifyRequest) =>
+  ({ path: '/', httpOnly: true, sameSite: 'lax', secure: req.protocol === 'https' }) as const;
+
+export function setSessionCookie(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  token: string,
+  expiresAt: string,
+): void {
   const maxAge = Math.max(0, Math.floor((Date.parse(expiresAt) - Date.now()) / 1000));
-  reply.header('set-cookie', `${SESSION_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}`);
+  reply.setCookie(SESSION_COOKIE, token, { ...cookieOptions(req), maxAge });
 }
 
-export function clearSessionCookie(reply: FastifyReply): void {
-  reply.header('set-cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`);
+export function clearSessionCookie(req: FastifyRequest, reply: FastifyReply): void {
+  reply.clearCookie(SESSION_COOKIE, cookieOptions(req));
 }

@@ -126,6 +126,12 @@ export const configSchema = z.object({
   /** Set: GET /metrics requires `Authorization: Bearer <METRICS_TOKEN>`. */
   METRICS_TOKEN: z.string().min(16).optional(),
 
+  /**
+   * Behind a reverse proxy: trust its X-Forwarded-* headers for the client's address and protocol (so session
+   * cookies get `Secure` when the proxy serves HTTPS). Off: a client could claim HTTPS by sending the header.
+   */
+  TRUST_PROXY: bool(false),
+
   /** On the first start, print how to sign up. Off in tests. */
   PRINT_FIRST_START_HINT: bool(true),
 });

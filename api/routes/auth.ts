@@ -15,7 +15,7 @@ export const authRoutes =
     app.post('/api/auth/signup', async (req, reply) => {
       const body = parseInput(signupBodySchema, req.body ?? {}, 'body');
       const { user, workspace, session, testKey } = await ctx.control.signup(body);
-      setSessionCookie(reply, session.token, session.expiresAt);
+      setSessionCookie(req, reply, session.token, session.expiresAt);
       reply.code(201);
       const { workspaceId: _ws, ...key } = testKey.record;
       return {
@@ -36,7 +36,7 @@ export const authRoutes =
         throw unauthorized('wrong e-mail or password');
       }
       ctx.loginThrottle.succeed(email);
-      setSessionCookie(reply, result.session.token, result.session.expiresAt);
+      setSessionCookie(req, reply, result.session.token, result.session.expiresAt);
       return {
         user: publicUser(result.user),
         workspace: workspaceView(result.workspace),
@@ -47,7 +47,7 @@ export const authRoutes =
     app.post('/api/auth/logout', { config: { need: 'member' } }, async (req, reply) => {
       const p = principalOf(req);
       if (p.kind === 'session') await ctx.control.logout(p.tokenHash);
-      clearSessionCookie(reply);
+      clearSessionCookie(req, reply);
       reply.code(204).send();
     });
 

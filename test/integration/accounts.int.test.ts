@@ -34,6 +34,9 @@ describe('sign-up, log-in, sessions', () => {
     expect(cookie).toContain(`svc_session=${b.session.token}`);
     expect(cookie).toContain('HttpOnly');
     expect(cookie).toContain('SameSite=Lax');
+    expect(cookie).toContain('Path=/');
+    // Served over plain HTTP (no proxy trusted): not Secure, or the browser would drop it.
+    expect(cookie).not.toContain('Secure');
 
     // The key works, and the listing never shows it again.
     expect((await ingest(stack.service, b.testKey.key, { executions: [execution()] })).statusCode).toBe(202);
@@ -94,6 +97,42 @@ describe('sign-up, log-in, sessions', () => {
     expect(after.headers['www-authenticate']).toBe('Bearer');
     // The sign-up session is a different one and still works.
     expect((await call(stack.service, 'GET', '/api/auth/me', { token: a.session })).statusCode).toBe(200);
+  });
+
+  it('a malformed or unknown session cookie is 401, never a 500', async () => {
+    for (const value of [
+      '%E0%A4%A',
+      'svc_sess_%ZZ',
+      '"unterminated',
+      'svc_sess_0000000000000000000000000000000x',
+      '',
+    ]) {
+      const res = await call(stack.service, 'GET', '/api/auth/me', {
+        headers: { cookie: `svc_session=${value}` },
+      });
+      expect(res.statusCode, value).toBe(401);
+      expect(errorCode(res)).toBe('UNAUTHORIZED');
+    }
+  });
+
+  it('marks the session cookie Secure when a trusted proxy says the request came over HTTPS', async () => {
+    const behind = await startStack('accounts-proxy', { TRUST_PROXY: 'true' });
+    try {
+      const https = await call(behind.service, 'POST', '/api/auth/signup', {
+        body: { email: uniqueEmail(), password: 'long enough password' },
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      expect(https.statusCode).toBe(201);
+      expect(String(https.headers['set-cookie'])).toContain('Secure');
+    } finally {
+      await behind.close();
+    }
+    // Without TRUST_PROXY the header is the client's word, and not taken.
+    const claimed = await call(stack.service, 'POST', '/api/auth/signup', {
+      body: { email: uniqueEmail(), password: 'long enough password' },
+      headers: { 'x-forwarded-proto': 'https' },
+    });
+    expect(String(claimed.headers['set-cookie'])).not.toContain('Secure');
   });
 
   it('repeated failed log-ins for one e-mail are refused with RATE_LIMITED', async () => {

@@ -177,6 +177,9 @@ export function nodeFlags(env: Record<string, string | undefined> = process.env)
   return loadConfig(env).singleThreadedGc ? ['--single-threaded-gc'] : [];
 }
 
+/** A signal this soon after the first is the same stop asked twice (see main). */
+const DUPLICATE_SIGNAL_MS = 1000;
+
 export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {
   const role = (argv[0] ?? 'start') as Role;
   if (!['start', 'api', 'pipeline'].includes(role)) {
@@ -205,12 +208,21 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     throw err;
   }
   log.info({ role, url: service.url, dataDir: config.dataDir }, 'service started');
-  let signals = 0;
+  // However the process ends (a second signal, a crash), the embedded broker is asked to stop: it runs in its own
+  // process group, so nothing else would stop it. (A SIGKILL of this process leaves it to the next start, which
+  // stops a stale broker before it starts its own.)
+  process.on('exit', () => service.nats?.signalStop());
+  let firstSignalAt = 0;
   const onSignal = (signal: string) => {
-    if (++signals > 1) {
+    const now = Date.now();
+    if (firstSignalAt > 0) {
+      // `npm start` passes a terminal's or a process group's signal on to the service, which the group's delivery
+      // reached already: one stop asked twice within a second, not a second request.
+      if (now - firstSignalAt < DUPLICATE_SIGNAL_MS) return;
       log.warn({ signal }, 'second signal: exiting now');
       process.exit(130);
     }
+    firstSignalAt = now;
     log.info({ signal }, 'shutting down');
     service.stop().then(
       () => {

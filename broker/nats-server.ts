@@ -27,6 +27,11 @@ export interface NatsServerHandle {
   stop(): Promise<void>;
   /** Starts it again on the same port and store (a stopped broker coming back). */
   start(): Promise<void>;
+  /**
+   * Asks it to stop (SIGTERM) without waiting: for a process about to exit, from an `exit` listener, so that the
+   * broker (its own process group) does not outlive it. It shuts down cleanly on its own.
+   */
+  signalStop(): void;
 }
 
 const SEARCH_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
@@ -168,6 +173,12 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     await fs.rm(pidFile, { force: true });
   };
 
+  const signalStop = () => {
+    stopping = true;
+    const proc = child;
+    if (proc && proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+  };
+
   await launch();
-  return { url: `nats://127.0.0.1:${port}`, port, stop, start: launch };
+  return { url: `nats://127.0.0.1:${port}`, port, stop, start: launch, signalStop };
 }

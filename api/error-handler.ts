@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { brokerUnavailable, isBrokerOutage } from '../broker/errors.js';
 import { type ErrorBody, ServiceError } from '../schemas/errors.js';
 
 /** Fastify's own errors, translated to contract codes. */
@@ -26,7 +27,12 @@ function fromFastify(err: FastifyError): ServiceError | null {
 /** The one place errors become the contract's error body (CONTRACT §3). */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | ServiceError, req, reply) => {
-    const known = err instanceof ServiceError ? err : fromFastify(err as FastifyError);
+    const known =
+      err instanceof ServiceError
+        ? err
+        : isBrokerOutage(err)
+          ? brokerUnavailable()
+          : fromFastify(err as FastifyError);
     const e =
       known ??
       new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');

@@ -2,6 +2,7 @@ import { headers } from '@nats-io/transport-node';
 import { INGEST_HEADERS, type IngestMessageMeta, ingestSubject } from '../schemas/broker-messages.js';
 import { ServiceError, unavailable } from '../schemas/errors.js';
 import type { Broker } from './connection.js';
+import { isPayloadTooLarge } from './errors.js';
 
 export interface PublishResult {
   duplicate: boolean;
@@ -36,7 +37,7 @@ export async function publishIngest(
     });
     return { duplicate: ack.duplicate, seq: ack.seq };
   } catch (err) {
-    if (/max.?payload|message size exceeds/i.test((err as Error).message)) {
+    if (isPayloadTooLarge(err)) {
       throw new ServiceError(
         'PAYLOAD_TOO_LARGE',
         'the body is larger than the broker takes; nothing was accepted',

@@ -8,6 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import type { Kvm } from '@nats-io/kv';
 import { nanos } from '@nats-io/transport-node';
+import { isNotFound } from './errors.js';
 
 export const INGEST_STREAM = 'SVC_INGEST';
 export const PIPELINE_CONSUMER = 'pipeline';
@@ -43,15 +44,6 @@ export interface ProvisionOptions {
 
 /** CONTRACT §5: a byte-identical body or a reused idempotency key within 10 minutes is stored once. */
 const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
-
-function isNotFound(err: unknown): boolean {
-  const e = err as { code?: string | number; api_error?: { err_code?: number }; message?: string };
-  return (
-    e?.api_error?.err_code === 10059 ||
-    e?.api_error?.err_code === 10014 ||
-    /not found/i.test(e?.message ?? '')
-  );
-}
 
 /** Creates or updates the stream, the pipeline consumer and the buckets; safe to run on every start. */
 export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: ProvisionOptions): Promise<void> {

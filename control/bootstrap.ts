@@ -1,3 +1,4 @@
+import { isRevisionConflict } from '../broker/errors.js';
 import type { ControlStore } from './store.js';
 
 /**
@@ -8,7 +9,8 @@ export async function claimFirstStart(store: ControlStore): Promise<boolean> {
   try {
     await store.meta.create('first-start', JSON.stringify({ at: new Date().toISOString() }));
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    if (isRevisionConflict(err)) return false;
+    throw err;
   }
 }

@@ -1,3 +1,4 @@
+import { isRevisionConflict } from '../broker/errors.js';
 import { SESSION_TTL_MS } from '../broker/provision.js';
 import {
   type ApiKeyRecord,
@@ -169,8 +170,10 @@ export class ControlPlane {
     const claim: EmailClaim = { userId: user.id, workspaceId: user.workspaceId };
     try {
       await this.store.userEmails.create(emailKey(user.email), JSON.stringify(claim));
-    } catch {
-      throw new ServiceError('CONFLICT', 'this e-mail is already registered');
+    } catch (err) {
+      // Only a claim that exists already is a conflict; an outage is an outage (503).
+      if (isRevisionConflict(err)) throw new ServiceError('CONFLICT', 'this e-mail is already registered');
+      throw err;
     }
     const revision = await this.store.users.put(userKey(user.workspaceId, user.id), JSON.stringify(user));
     this.#users.remember(userKey(user.workspaceId, user.id), user, revision);
@@ -327,8 +330,9 @@ export class ControlPlane {
       if (held.owner !== owner && held.until > Date.now()) return false;
       await this.store.meta.update(key, value, e.revision);
       return true;
-    } catch {
-      return false; // someone else won the race
+    } catch (err) {
+      if (isRevisionConflict(err)) return false; // someone else won the race
+      throw err;
     }
   }
 
@@ -354,8 +358,9 @@ export class ControlPlane {
             : await this.store.settings.create(workspaceId, JSON.stringify(next));
         this.#settings.remember(workspaceId, next, revision);
         return next;
-      } catch {
+      } catch (err) {
         // Someone else wrote in between: read again and re-apply.
+        if (!isRevisionConflict(err)) throw err;
       }
     }
     throw new ServiceError('CONFLICT', 'the settings changed concurrently; try again');

@@ -1,6 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import { ulid } from 'ulid';
-import { isRevisionConflict } from '../broker/kv-errors.js';
+import { isRevisionConflict } from '../broker/errors.js';
 import { ServiceError } from '../schemas/errors.js';
 import {
   type Actor,

@@ -10,13 +10,16 @@ import {
   type TestStack,
   type TestTenant,
 } from '../support/env.js';
+import { call, errorCode, type SignedUp, signup, uniqueEmail } from '../support/http.js';
 
 let stack: TestStack;
 let tenant: TestTenant;
+let owner: SignedUp;
 
 beforeAll(async () => {
   stack = await startStack('outage', { PUBLISH_TIMEOUT_MS: '1000' });
   tenant = await createTenant(stack.service);
+  owner = await signup(stack.service);
 });
 afterAll(async () => {
   await stack?.close();
@@ -38,6 +41,19 @@ describe('broker outage', () => {
     expect(refused.headers['retry-after']).toBeDefined();
     expect(json<{ error: { code: string } }>(refused).error.code).toBe('UNAVAILABLE');
     expect((await stack.service.app!.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
+    // Every route that needs the broker answers the outage as one (503, retry-after), never another code: a
+    // sign-up is not a taken e-mail (409), a settings change not a conflict.
+    const signup = await call(stack.service, 'POST', '/api/auth/signup', {
+      body: { email: uniqueEmail(), password: 'long enough password' },
+    });
+    expect(signup.statusCode, signup.body).toBe(503);
+    expect(signup.headers['retry-after']).toBeDefined();
+    const patch = await call(stack.service, 'PATCH', '/api/workspace/settings', {
+      token: owner.session,
+      body: { retentionDays: 9 },
+    });
+    expect(patch.statusCode, patch.body).toBe(503);
+    expect(errorCode(patch)).toBe('UNAVAILABLE');
 
     await stack.nats.start();
     await eventually(

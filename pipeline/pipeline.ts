@@ -13,7 +13,7 @@ import { type CompactionStats, runCompaction } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
-import { workerFile } from '../storage/worker-file.js';
+import { WORKER_EXEC_ARGV, workerFile } from '../storage/worker-file.js';
 import { type BatchEntry, Batcher } from './batcher.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
 
@@ -132,6 +132,7 @@ export class Pipeline {
     }
     this.#pool = new Piscina({
       filename: workerFile(import.meta.url, 'parse-worker.js'),
+      execArgv: WORKER_EXEC_ARGV,
       minThreads: config.pipelineWorkers,
       maxThreads: config.pipelineWorkers,
     });

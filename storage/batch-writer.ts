@@ -9,7 +9,7 @@ import { fsyncDir } from './fsync.js';
 import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
 import type { Codec } from './parquet-encode.js';
 import type { EncodeResult, EncodeTask } from './parquet-worker.js';
-import { workerFile } from './worker-file.js';
+import { WORKER_EXEC_ARGV, workerFile } from './worker-file.js';
 
 /** The rows of one partition in a batch: one Parquet file. */
 export interface PartitionBatch {
@@ -49,6 +49,7 @@ export class BatchWriter {
     this.#opts = opts;
     this.#pool = new Piscina({
       filename: workerFile(import.meta.url, 'parquet-worker.js'),
+      execArgv: WORKER_EXEC_ARGV,
       minThreads: 1,
       maxThreads: opts.encodeThreads,
       // wasm memory never shrinks: recycle an idle encoder so a burst's peak does not stay resident.

@@ -21,3 +21,11 @@ export function workerFile(callerUrl: string, jsName: string): string {
   if (!existsSync(compiled)) throw new Error(`${compiled} is missing: run \`npm run build\` first`);
   return compiled;
 }
+
+/**
+ * Node options for the worker threads of a pool: the worker file (ESM) loaded with `import()`, not `require()`.
+ * Piscina tries `require` first, and Node ≥ 20.19 loads ESM that way, synchronously; a worker terminated during
+ * that load (a pool stopped right after it started) aborts the whole process (V8 fatal error in
+ * `Module::IsGraphAsync`). Terminated during an `import()`, the worker just stops.
+ */
+export const WORKER_EXEC_ARGV = ['--no-experimental-require-module'];

@@ -1,6 +1,5 @@
 import { validationError } from '../schemas/errors.js';
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from '../schemas/time.js';
 
 /** Resolves `from`/`to` (CONTRACT §1: from inclusive, to exclusive, default the last `defaultDays`). */
 export function timeWindow(

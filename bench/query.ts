@@ -27,6 +27,7 @@ import {
 } from '../query/issues.js';
 import { buildLogListQuery, executionLogWindow } from '../query/logs.js';
 import type { IssueOccurrences } from '../schemas/issues.js';
+import { DAY_MS, HOUR_MS } from '../schemas/time.js';
 import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type DatasetMarker, prepareDataset, readIssueOccurrences } from './support/dataset.js';
@@ -52,8 +53,6 @@ import { quantile } from './support/stats.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const resultsDir = path.resolve(here, '..', '..', 'bench', 'results');
-const HOUR_MS = 3_600_000;
-const DAY_MS = 24 * HOUR_MS;
 /** CONTRACT §6.3: a context search without serviceName may span at most 24 h. */
 const CONTEXT_WITHOUT_SERVICE_MAX_MS = 24 * HOUR_MS;
 

@@ -7,6 +7,7 @@ import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messa
 import type { Config } from '../schemas/config.js';
 import { type IssueOccurrences, mergeOccurrences } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
+import { HOUR_MS } from '../schemas/time.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import { CommitJournal } from '../storage/commit-journal.js';
 import { type CompactionStats, runCompaction } from '../storage/compaction.js';
@@ -61,7 +62,7 @@ export interface PipelineOptions {
 const ORPHAN_MIN_AGE_MS = 10 * 60 * 1000;
 
 /** Expired partitions are deleted at start and then every hour. */
-const RETENTION_EVERY_MS = 3_600_000;
+const RETENTION_EVERY_MS = HOUR_MS;
 
 /** How often the journal is pruned against the consumer's ack floor. */
 const PRUNE_EVERY_MS = 5000;

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import type { Mode, Outcome } from '../schemas/records.js';
+import { HOUR_MS } from '../schemas/time.js';
 import type { DatasetName } from '../storage/datasets.js';
-import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import type { BuiltQuery, QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles, partitionHourOf } from '../storage/layout.js';
 import { byIdDataName } from '../storage/manifest.js';
 import { type Constraint, constraintSql } from './constraints.js';
@@ -82,11 +83,6 @@ const SUMMARY_COLUMNS = `execution_id, trace_id, service, environment, source, e
 const fromFiles = (param: string) =>
   `read_parquet($${param}, union_by_name = true, hive_partitioning = false)`;
 const FROM_FILES = fromFiles('files');
-
-export interface BuiltQuery {
-  sql: string;
-  params: Record<string, SqlParam>;
-}
 
 /** The WHERE clause of a list query; `files` is bound by the caller. */
 export function buildExecutionWhere(f: ExecutionFilter, col: ColumnRef = columnRef()): BuiltQuery {
@@ -229,7 +225,6 @@ export interface ExecutionDetail extends ExecutionSummary {
 
 export const DETAIL_LOG_LIMIT = 1000;
 
-const HOUR_MS = 3_600_000;
 const DETAIL_COLUMNS =
   ', span_id, parent_span_id, context, request, response, exception, outcome_reason, outcome_evidence, truncated';
 

@@ -1,4 +1,5 @@
 import type { FailureType, IssueStatus } from '../schemas/issues.js';
+import { DAY_MS } from '../schemas/time.js';
 import type { CommonFactor, FactorEvidence, FactorValue } from './issues.js';
 
 /**
@@ -132,7 +133,7 @@ export function issueInsights(i: InsightInput): { hypothesis: Insight; suggested
   if (i.status === 'regressed' && i.resolvedAt && i.regressedAt) {
     text += `. It came back on ${day(i.regressedAt)} after it was resolved on ${day(i.resolvedAt)}: the fix did not hold, or a later change undid it`;
     facts.push(`resolved ${day(i.resolvedAt)} UTC, regressed ${day(i.regressedAt)} UTC`);
-  } else if (i.firstSeenMs !== null && i.now - i.firstSeenMs < 86_400_000 && i.total >= THIN_OCCURRENCES) {
+  } else if (i.firstSeenMs !== null && i.now - i.firstSeenMs < DAY_MS && i.total >= THIN_OCCURRENCES) {
     text += `. It started on ${day(i.firstSeenMs)} UTC: look at what changed then (a deploy, a configuration, a dependency)`;
     facts.push(`first seen ${day(i.firstSeenMs)} UTC`);
   }

@@ -1,4 +1,5 @@
 import type { Mode } from '../schemas/records.js';
+import { DAY_MS, HOUR_MS } from '../schemas/time.js';
 import { contextColumn } from '../storage/context-columns.js';
 import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles, listSidecarsAndFiles } from '../storage/layout.js';
@@ -17,8 +18,6 @@ import { type ColumnRef, columnRef } from './context-filter.js';
  * storage/datasets.ts); common factors, from the executions themselves. Counting stored rows instead of keeping
  * counters is what makes the counts exact after redeliveries and restarts.
  */
-
-const DAY_MS = 86_400_000;
 
 export interface Scope {
   workspaceId: string;
@@ -487,8 +486,6 @@ export function candidatesOf(
     medianMs: median === null || median === undefined ? null : Number(median),
   };
 }
-
-const HOUR_MS = 3_600_000;
 
 /**
  * The common factors' window widened to whole hours: the rollups count an hour's executions, not a time range's.

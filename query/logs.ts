@@ -1,8 +1,8 @@
 import type { LogSort } from '../schemas/api-logs.js';
 import { LOG_LEVEL_NUM, type LogLevel, type Mode } from '../schemas/records.js';
-import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import { HOUR_MS } from '../schemas/time.js';
+import type { BuiltQuery, QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import type { BuiltQuery } from './executions.js';
 import { filesForId } from './id-index.js';
 
 /**
@@ -147,7 +147,6 @@ export async function listLogs(
   return { data: rows.map(toLogItem), total: Number(count[0]?.total ?? 0) };
 }
 
-const HOUR_MS = 3_600_000;
 /** How far around an execution its logs are looked for (they share its trace of time, give or take). */
 const EXECUTION_LOG_WINDOW_MS = HOUR_MS;
 

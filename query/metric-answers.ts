@@ -1,6 +1,7 @@
 import { validationError } from '../schemas/errors.js';
 import { type ENDPOINT_SORTS, INTERVAL_NAMES, type TIMESERIES_METRICS } from '../schemas/metrics.js';
 import type { HealthThresholds } from '../schemas/settings.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../schemas/time.js';
 import type { QueryEngine } from '../storage/duckdb.js';
 import { groupKeyOf } from './metric-cells.js';
 import { type Grouping, type Quantiles, quantiles } from './metric-quantiles.js';
@@ -25,15 +26,14 @@ export const INTERVALS: Record<Interval, number> = {
   '1m': 60_000,
   '5m': 300_000,
   '15m': 900_000,
-  '1h': 3_600_000,
-  '1d': 86_400_000,
+  '1h': HOUR_MS,
+  '1d': DAY_MS,
 };
 export type Interval = (typeof INTERVAL_NAMES)[number];
 const DEFAULT_MAX_POINTS = 300;
 const MAX_POINTS = 1500;
 const TOP_GROUPS = 10;
 export const OTHER_GROUP = '__other__';
-const MINUTE_MS = 60_000;
 
 export type TimeseriesMetric = (typeof TIMESERIES_METRICS)[number];
 

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import type { GROUP_FIELDS } from '../schemas/metrics.js';
 import type { Mode } from '../schemas/records.js';
-import type { QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
+import { HOUR_MS, MINUTE_MS } from '../schemas/time.js';
+import type { BuiltQuery, QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
 import { listSidecarsAndFiles, partitionHourOf } from '../storage/layout.js';
 import { isFinalMerge } from '../storage/manifest.js';
 import { MINUTE_KIND } from '../storage/minutes.js';
@@ -53,8 +54,6 @@ export interface Cell {
   durationSum: number;
 }
 
-const MINUTE_MS = 60_000;
-const HOUR_MS = 3_600_000;
 const ID_SEGMENT_RE = new RegExp(`^${ID_SEGMENT}$`);
 
 /**
@@ -73,11 +72,6 @@ export function rollupsCanFilter(endpoint: NonNullable<MetricFilter['endpoint']>
   const partial = segments.pop()!;
   if (segments.some((s) => ID_SEGMENT_RE.test(s))) return false;
   return partial === '' || /[^0-9a-fA-F-]/.test(partial);
-}
-
-interface Part {
-  sql: string;
-  params: Record<string, SqlParam>;
 }
 
 /** The conditions of the filter (but the time range) on executions. */
@@ -238,7 +232,7 @@ export function planSources(listed: Listed, q: AggregateQuery): Sources {
 }
 
 /** A raw read as a SELECT of `t, g0…, <measures>` over its files, grouped. */
-export function rawPart(q: AggregateQuery, read: RawRead, measures: string): Part {
+export function rawPart(q: AggregateQuery, read: RawRead, measures: string): BuiltQuery {
   const params: Record<string, SqlParam> = { ...read.params, files: read.files };
   if (q.intervalMs !== null) params.interval = q.intervalMs;
   const where = [read.time, ...filterSql(q.filter, params)];
@@ -252,7 +246,7 @@ export function rawPart(q: AggregateQuery, read: RawRead, measures: string): Par
 }
 
 /** The parts as one statement: each part's parameters renamed apart (`$p<k>_<name>`). */
-export function union(parts: Part[], outer: (inner: string) => string): Part {
+export function union(parts: BuiltQuery[], outer: (inner: string) => string): BuiltQuery {
   const params: Record<string, SqlParam> = {};
   const sqls = parts.map((p, k) => {
     for (const [name, v] of Object.entries(p.params)) params[`p${k}_${name}`] = v;

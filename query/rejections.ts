@@ -1,7 +1,6 @@
 import type { ErrorDetail, ItemKind, ItemRejection, Mode } from '../schemas/records.js';
-import type { QueryEngine, SqlParam } from '../storage/duckdb.js';
+import type { BuiltQuery, QueryEngine, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import type { BuiltQuery } from './executions.js';
 
 /** SQL for `GET /api/ingest/rejections` (CONTRACT §5): the items the pipeline refused, newest request first. */
 

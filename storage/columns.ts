@@ -1,3 +1,4 @@
+import { HOUR_MS } from '../schemas/time.js';
 import type { ColumnDef, ColumnType, DatasetName } from './datasets.js';
 import { DATASETS } from './datasets.js';
 
@@ -33,8 +34,6 @@ export interface ColumnChunk {
 const LAYOUT_INTS = 6;
 
 export type CellValue = string | number | boolean | null;
-
-const HOUR_MS = 3_600_000;
 
 /** Accumulates rows of one dataset partition, column by column. */
 class PartitionBuilder {

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { HOUR_MS } from '../schemas/time.js';
 import { CONTEXT_COLUMN_PREFIX } from './context-columns.js';
 import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
@@ -30,8 +31,6 @@ import { EXECUTION_SIDECARS, type SidecarField, type SidecarKind } from './sidec
  * the manifest swap is the single atomic step, and the replaced files are deleted only after a grace period
  * (queries that listed them may still be reading).
  */
-
-const HOUR_MS = 3_600_000;
 
 const fsyncAll = (paths: string[]) => Promise.all(paths.map(fsyncFile));
 

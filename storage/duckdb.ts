@@ -16,6 +16,12 @@ import {
  */
 
 export type SqlParam = string | number | boolean | null | string[];
+
+/** A statement and the parameters it names. */
+export interface BuiltQuery {
+  sql: string;
+  params: Record<string, SqlParam>;
+}
 export type Row = Record<string, unknown>;
 
 export class QueryEngineError extends Error {}

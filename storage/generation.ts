@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { HOUR_MS } from '../schemas/time.js';
 
 /**
  * Readers keep the listing of a workspace and mode's older hour partitions (layout.ts), because listing every
@@ -10,7 +11,6 @@ import path from 'node:path';
  * writers' common case, the current hour, changes no generation.
  */
 
-const HOUR_MS = 3_600_000;
 /** A change to an hour that started before now minus this changes the generation. */
 const WRITER_OLD_MS = 2 * HOUR_MS;
 /** Readers list the hours that started after now minus this every time: an hour's margin for clocks. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { DAY_MS, HOUR_MS } from '../schemas/time.js';
 import type { DatasetName } from './datasets.js';
 import { READER_FRESH_MS, readGeneration } from './generation.js';
 import { readManifest, visibleFiles } from './manifest.js';
@@ -11,8 +12,6 @@ import { EXECUTION_SIDECARS, type SidecarField } from './sidecars.js';
  */
 
 const WS_SHAPE = /^ws_[A-Za-z0-9]+$/;
-const HOUR_MS = 3_600_000;
-const DAY_MS = 24 * HOUR_MS;
 
 export const PARQUET_SUFFIX = '.parquet';
 export const TMP_SUFFIX = '.parquet.tmp';

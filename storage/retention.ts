@@ -1,9 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { DAY_MS } from '../schemas/time.js';
 import { DATASET_NAMES, type DatasetName } from './datasets.js';
 import { bumpGeneration } from './generation.js';
-
-const DAY_MS = 86_400_000;
 
 /** Rejections are kept a fixed 7 days (CONTRACT §5), whatever the workspace's retention. */
 export const REJECTIONS_RETENTION_DAYS = 7;

@@ -5,13 +5,12 @@ import { getExecution, listExecutions } from '../../query/executions.js';
 import { type ParsedQuery, parseQuery, QueryLanguageError } from '../../query/query-language.js';
 import { executionIdParamsSchema, executionListQuerySchema, modeOnlyQuerySchema } from '../../schemas/api.js';
 import { notFound, ServiceError, validationError } from '../../schemas/errors.js';
+import { DAY_MS, HOUR_MS } from '../../schemas/time.js';
 import { principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { checkPaging, pageAnswer } from '../paging.js';
 import { timeWindow } from '../time-window.js';
 import { parseInput } from '../validate.js';
-
-const DAY_MS = 86_400_000;
 
 export const executionRoutes =
   (deps: ApiContext): FastifyPluginAsync =>
@@ -19,7 +18,7 @@ export const executionRoutes =
     const { config } = deps;
     const MAX_CONTEXT_KEYS = config.CONTEXT_MAX_KEYS_PER_SEARCH;
     const MAX_CONTEXT_VALUES = config.CONTEXT_MAX_VALUES_PER_KEY;
-    const CONTEXT_WINDOW_WITHOUT_SERVICE_MS = config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS * 3_600_000;
+    const CONTEXT_WINDOW_WITHOUT_SERVICE_MS = config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS * HOUR_MS;
     const CONTEXT_WINDOW_WITH_SERVICE_MS = config.CONTEXT_WINDOW_WITH_SERVICE_DAYS * DAY_MS;
 
     app.get('/api/executions', { config: { need: 'read' } }, async (req, _reply) => {
@@ -79,7 +78,7 @@ export const executionRoutes =
             serviceName
               ? `a context search may span at most ${config.CONTEXT_WINDOW_WITH_SERVICE_DAYS} days; narrow from/to`
               : `a context search without serviceName may span at most ${config.CONTEXT_WINDOW_WITHOUT_SERVICE_HOURS} hours; add serviceName or narrow from/to`,
-            [{ path: 'from', message: `the window spans ${Math.round(span / 3_600_000)} h` }],
+            [{ path: 'from', message: `the window spans ${Math.round(span / HOUR_MS)} h` }],
           );
         }
       }

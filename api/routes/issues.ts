@@ -21,6 +21,7 @@ import {
   issuePatchSchema,
 } from '../../schemas/issues.js';
 import type { Mode } from '../../schemas/records.js';
+import { DAY_MS } from '../../schemas/time.js';
 import { type Principal, principalOf, resolveMode } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { pageAnswer, resolvePaging } from '../paging.js';
@@ -28,7 +29,6 @@ import { parseInput } from '../validate.js';
 
 /** Issues (CONTRACT §9): the list, one issue with its evidence, its lifecycle, comments and activity. */
 
-const DAY_MS = 86_400_000;
 /** The common factors' window: the 7 days before the issue's last occurrence (widened to whole hours by issueFactors). */
 const FACTOR_WINDOW_MS = 7 * DAY_MS;
 const RECENT_ACTIVITY = 20;

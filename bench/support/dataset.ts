@@ -10,6 +10,7 @@ import {
 import { type MessageMeta, toChunks } from '../../pipeline/to-columns.js';
 import { type IssueOccurrences, mergeOccurrences } from '../../schemas/issues.js';
 import type { ExecutionRecord, LogLevel, LogRecord, Mode } from '../../schemas/records.js';
+import { HOUR_MS } from '../../schemas/time.js';
 import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
 import { CommitJournal } from '../../storage/commit-journal.js';
 import { runCompaction } from '../../storage/compaction.js';
@@ -43,7 +44,6 @@ const DATASET_VERSION = 8;
 const MARKER = 'bench-query-dataset.json';
 /** Beside the marker: every issue's IssueOccurrences over the whole dataset, biggest first. */
 const ISSUES_FILE = 'bench-query-issues.json';
-const HOUR_MS = 3_600_000;
 /** The service's default codec (PARQUET_COMPRESSION). */
 const CODEC: Codec = 'zstd';
 /** Executions per simulated SDK request: one `toChunks` call, one journal sequence. */

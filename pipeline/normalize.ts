@@ -1,8 +1,5 @@
 import { hash } from 'node:crypto';
-
-/** Crockford base32, the ULID alphabet (no I, L, O, U). */
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-const TWO_POW_32 = 0x1_0000_0000;
+import { encodeUlid } from '../schemas/ulid.js';
 
 /**
  * A ULID that is a pure function of its inputs: the 48-bit time part is `timeMs` (the execution's start),
@@ -11,25 +8,7 @@ const TWO_POW_32 = 0x1_0000_0000;
  * `timeMs` must be a whole number in [0, 2^48).
  */
 export function deterministicUlid(timeMs: number, requestId: string, index: number): string {
-  const chars = new Array<string>(26);
-  let time = timeMs;
-  for (let i = 9; i >= 0; i--) {
-    const digit = time % 32;
-    chars[i] = CROCKFORD[digit]!;
-    time = (time - digit) / 32;
-  }
-  const digest = hash('sha256', `${requestId}:${index}`, 'buffer');
-  // 80 bits as two 40-bit halves, each exact in a double, each 8 base32 digits.
-  for (let half = 0; half < 2; half++) {
-    const offset = half * 5;
-    let bits = digest[offset]! * TWO_POW_32 + digest.readUInt32BE(offset + 1);
-    for (let i = 7; i >= 0; i--) {
-      const digit = bits % 32;
-      chars[10 + half * 8 + i] = CROCKFORD[digit]!;
-      bits = (bits - digit) / 32;
-    }
-  }
-  return chars.join('');
+  return encodeUlid(timeMs, hash('sha256', `${requestId}:${index}`, 'buffer'));
 }
 
 export interface ResourceDefaults {

@@ -11,6 +11,7 @@ import { type MessageMeta, toChunks } from '../../pipeline/to-columns.js';
 import { type IssueOccurrences, mergeOccurrences } from '../../schemas/issues.js';
 import type { ExecutionRecord, LogLevel, LogRecord, Mode } from '../../schemas/records.js';
 import { HOUR_MS } from '../../schemas/time.js';
+import { encodeUlid } from '../../schemas/ulid.js';
 import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
 import { CommitJournal } from '../../storage/commit-journal.js';
 import { runCompaction } from '../../storage/compaction.js';
@@ -196,7 +197,6 @@ const REGIONS = ['us-east-1', 'eu-west-1', 'us-west-2', 'ap-southeast-1', 'sa-ea
 const REGION_CUMULATIVE = [40, 70, 85, 95, 100];
 const CUSTOMERS = 2_000_000;
 const USER_AGENTS = ['sdk-node/3.2.1', 'sdk-python/2.8.0', 'okhttp/4.12.0', 'Mozilla/5.0 (Macintosh)'];
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const LOG_TABLES = [
   'orders',
   'customers',
@@ -413,23 +413,10 @@ function hex(r: () => number, chars: number): string {
 
 /** A ULID (time first, then 80 random bits), the shape of the ids the service assigns itself. */
 function ulid(timeMs: number, r: () => number): string {
-  let s = '';
-  let t = timeMs;
-  for (let i = 0; i < 10; i++) {
-    const d = t % 32;
-    s = CROCKFORD[d]! + s;
-    t = (t - d) / 32;
-  }
-  for (let i = 0; i < 4; i++) {
-    let bits = Math.floor(r() * 0x100000);
-    let part = '';
-    for (let j = 0; j < 4; j++) {
-      part = CROCKFORD[bits & 31]! + part;
-      bits >>>= 5;
-    }
-    s += part;
-  }
-  return s;
+  return encodeUlid(
+    timeMs,
+    Uint8Array.from({ length: 10 }, () => Math.floor(r() * 256)),
+  );
 }
 
 function standardNormal(r: () => number): number {

@@ -8,6 +8,7 @@ import { DATASET_NAMES } from './datasets.js';
 import type { QueryEngine } from './duckdb.js';
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
+import { datePartitions, hourPartitions, modeDirs } from './layout.js';
 import {
   type ByIdPart,
   byIdPartName,
@@ -426,9 +427,6 @@ async function writeById(
   });
 }
 
-const entries = async (dir: string, prefix: string) =>
-  (await fs.readdir(dir).catch(() => [] as string[])).filter((n) => n.startsWith(prefix));
-
 /** Every partition of every dataset, oldest first. */
 export async function runCompaction(
   engine: QueryEngine,
@@ -438,32 +436,20 @@ export async function runCompaction(
   const stats: CompactionStats = { partitions: 0, filesIn: 0, deleted: 0 };
   let failure: unknown;
   for (const dataset of DATASET_NAMES) {
-    const base = path.join(dataDir, dataset);
-    for (const ws of await entries(base, 'ws=')) {
-      for (const mode of await entries(path.join(base, ws), 'mode=')) {
-        const modeDir = path.join(base, ws, mode);
-        for (const date of (await entries(modeDir, 'date=')).sort()) {
-          const day = Date.parse(`${date.slice(5)}T00:00:00Z`);
-          for (const hour of (await entries(path.join(modeDir, date), 'hour=')).sort()) {
-            const dir = path.join(modeDir, date, hour);
-            let r: { compacted: number; deleted: number };
-            try {
-              r = await compactPartition(
-                engine,
-                dir,
-                dataset,
-                day + Number.parseInt(hour.slice(5), 10) * HOUR_MS,
-                opts,
-              );
-            } catch (err) {
-              // One partition's failure (a full disk, a bad file) does not hold back the others.
-              failure ??= err;
-              continue;
-            }
-            if (r.compacted > 0) stats.partitions++;
-            stats.filesIn += r.compacted;
-            stats.deleted += r.deleted;
+    for (const { dir: modeDir } of await modeDirs(dataDir, dataset)) {
+      for (const date of await datePartitions(modeDir)) {
+        for (const hour of await hourPartitions(date)) {
+          let r: { compacted: number; deleted: number };
+          try {
+            r = await compactPartition(engine, hour.dir, dataset, hour.start, opts);
+          } catch (err) {
+            // One partition's failure (a full disk, a bad file) does not hold back the others.
+            failure ??= err;
+            continue;
           }
+          if (r.compacted > 0) stats.partitions++;
+          stats.filesIn += r.compacted;
+          stats.deleted += r.deleted;
         }
       }
     }

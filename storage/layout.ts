@@ -58,6 +58,46 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
   }
 }
 
+/** The mode directories of a dataset: one per workspace and mode (DATA_DIR/<dataset>/ws=<id>/mode=<m>). */
+export async function modeDirs(
+  dataDir: string,
+  dataset: DatasetName,
+): Promise<{ workspaceId: string; mode: string; dir: string }[]> {
+  const base = path.join(dataDir, dataset);
+  const out: { workspaceId: string; mode: string; dir: string }[] = [];
+  for (const ws of (await readdirOrEmpty(base)).filter((n) => n.startsWith('ws='))) {
+    for (const mode of (await readdirOrEmpty(path.join(base, ws))).filter((n) => n.startsWith('mode='))) {
+      out.push({ workspaceId: ws.slice(3), mode: mode.slice(5), dir: path.join(base, ws, mode) });
+    }
+  }
+  return out;
+}
+
+/** The date partitions of a mode directory, oldest first, with the start of their day. */
+export async function datePartitions(modeDir: string): Promise<{ name: string; day: number; dir: string }[]> {
+  return (await readdirOrEmpty(modeDir))
+    .filter((d) => d.startsWith('date='))
+    .map((d) => ({ name: d, day: Date.parse(`${d.slice(5)}T00:00:00Z`), dir: path.join(modeDir, d) }))
+    .filter((d) => Number.isFinite(d.day))
+    .sort((a, b) => a.day - b.day);
+}
+
+/** The hour partitions of a date partition, in time order, with the start of their hour. */
+export async function hourPartitions(date: {
+  day: number;
+  dir: string;
+}): Promise<{ name: string; start: number; dir: string }[]> {
+  return (await readdirOrEmpty(date.dir))
+    .filter((h) => h.startsWith('hour='))
+    .map((h) => ({
+      name: h,
+      start: date.day + Number.parseInt(h.slice(5), 10) * HOUR_MS,
+      dir: path.join(date.dir, h),
+    }))
+    .filter((h) => Number.isFinite(h.start))
+    .sort((a, b) => a.start - b.start);
+}
+
 /** An hour partition's committed files, and the sidecars (storage/sidecars.ts) some of them have. */
 interface HourFiles {
   start: number;
@@ -69,21 +109,13 @@ interface HourFiles {
 /** The committed files of each hour partition of a mode directory that starts in [fromMs, toMs), in time order. */
 async function listHours(base: string, fromMs: number, toMs: number): Promise<HourFiles[]> {
   const firstDay = Math.floor(fromMs / DAY_MS) * DAY_MS;
-  const dates = (await readdirOrEmpty(base))
-    .filter((d) => d.startsWith('date='))
-    .map((d) => ({ name: d, day: Date.parse(`${d.slice(5)}T00:00:00Z`) }))
-    .filter((d) => Number.isFinite(d.day) && d.day >= firstDay && d.day < toMs)
-    .sort((a, b) => a.day - b.day);
+  const dates = (await datePartitions(base)).filter((d) => d.day >= firstDay && d.day < toMs);
   const perDay = await Promise.all(
     dates.map(async (d) => {
-      const hours = (await readdirOrEmpty(path.join(base, d.name)))
-        .filter((h) => h.startsWith('hour='))
-        .map((h) => ({ name: h, start: d.day + Number.parseInt(h.slice(5), 10) * HOUR_MS }))
-        .filter((h) => h.start >= fromMs && h.start < toMs)
-        .sort((a, b) => a.start - b.start);
+      const hours = (await hourPartitions(d)).filter((h) => h.start >= fromMs && h.start < toMs);
       return Promise.all(
         hours.map(async (h) => {
-          const dir = path.join(base, d.name, h.name);
+          const dir = h.dir;
           // The manifest before the listing: a merge renames its file in before its manifest names it, so a
           // listing taken after the manifest has every file that manifest makes visible.
           const manifest = await readManifest(dir);

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { PipelineStats } from '../pipeline/pipeline.js';
 import { authenticate, type Need, type Principal } from './auth.js';
 import type { AppDeps } from './deps.js';
-import { Counter, Gauge, Histogram, Registry } from './prometheus.js';
 import { enforce, LoginThrottle, RateLimiter } from './rate-limit.js';
 
 /** This process's pipeline counters, exported as they are (a pipeline's totals since it started). */
@@ -34,35 +34,81 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
   ],
 ];
 
-/** The service's own figures (CONTRACT §11). */
+/** Durations in seconds: 1 ms to 10 s. */
+const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * The service's own figures (CONTRACT §11) on prom-client, with its default process figures (CPU, memory, event
+ * loop lag, GC), all named `svc_…`. The pipeline's are read from its counters when scraped.
+ */
 export function createMetrics(deps: AppDeps) {
   const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'svc_' });
   const stats = () => deps.pipeline?.stats();
-  const fromStats = (pick: (s: PipelineStats) => number) => () => {
-    const s = stats();
-    return s ? [{ value: pick(s) }] : [];
-  };
   let lag = 0;
   for (const [name, help, pick] of PIPELINE_FIGURES) {
-    registry.add(new Gauge(name, help, fromStats(pick), name.endsWith('_total') ? 'counter' : 'gauge'));
+    if (name.endsWith('_total')) {
+      // A total kept by the pipeline: the counter is moved up to it when scraped.
+      let reported = 0;
+      new Counter({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          const s = stats();
+          if (!s) return;
+          const now = pick(s);
+          if (now > reported) this.inc(now - reported);
+          reported = now;
+        },
+      });
+    } else {
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          const s = stats();
+          if (s) this.set(pick(s));
+        },
+      });
+    }
   }
   return {
     registry,
-    ingestRequests: registry.add(
-      new Counter('svc_ingest_requests_total', 'Ingest requests by outcome (HTTP status).'),
-    ),
-    ingestItems: registry.add(new Counter('svc_ingest_items_total', 'Items accepted by ingest, by kind.')),
-    publishSeconds: registry.add(
-      new Histogram('svc_broker_publish_seconds', 'Time for JetStream to confirm a payload.'),
-    ),
-    querySeconds: registry.add(new Histogram('svc_query_seconds', 'Time to answer read routes, by route.')),
-    pipelineLag: registry.add(
-      new Gauge(
-        'svc_pipeline_lag_messages',
-        'Ingest messages accepted but not yet committed (all pipelines).',
-        () => (deps.pipeline ? [{ value: lag }] : []),
-      ),
-    ),
+    ingestRequests: new Counter({
+      name: 'svc_ingest_requests_total',
+      help: 'Ingest requests by outcome (HTTP status).',
+      labelNames: ['status'] as const,
+      registers: [registry],
+    }),
+    ingestItems: new Counter({
+      name: 'svc_ingest_items_total',
+      help: 'Items accepted by ingest, by kind.',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    publishSeconds: new Histogram({
+      name: 'svc_broker_publish_seconds',
+      help: 'Time for JetStream to confirm a payload.',
+      buckets: SECONDS_BUCKETS,
+      registers: [registry],
+    }),
+    querySeconds: new Histogram({
+      name: 'svc_query_seconds',
+      help: 'Time to answer read routes, by route.',
+      labelNames: ['route'] as const,
+      buckets: SECONDS_BUCKETS,
+      registers: [registry],
+    }),
+    pipelineLag: new Gauge({
+      name: 'svc_pipeline_lag_messages',
+      help: 'Ingest messages accepted but not yet committed (all pipelines).',
+      registers: [registry],
+      collect() {
+        if (deps.pipeline) this.set(lag);
+      },
+    }),
     refreshLag: async () => {
       if (deps.pipeline) lag = await deps.pipeline.lag().catch(() => lag);
     },

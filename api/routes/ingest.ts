@@ -56,7 +56,7 @@ export const ingestRoutes =
         body.raw,
         config.PUBLISH_TIMEOUT_MS,
       );
-      deps.metrics.publishSeconds.observe({}, (performance.now() - started) / 1000);
+      deps.metrics.publishSeconds.observe((performance.now() - started) / 1000);
       for (const kind of ['executions', 'logs', 'metrics'] as const) {
         if (counts[kind] > 0) deps.metrics.ingestItems.inc({ kind }, counts[kind]);
       }

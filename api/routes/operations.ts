@@ -43,7 +43,7 @@ export const operationsRoutes =
           throw unauthorized('a metrics token is required');
       }
       await ctx.metrics.refreshLag();
-      reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8');
-      return ctx.metrics.registry.render();
+      reply.header('content-type', ctx.metrics.registry.contentType);
+      return ctx.metrics.registry.metrics();
     });
   };

@@ -131,6 +131,10 @@ describe('rate limits and operations', () => {
       'svc_pipeline_rows_written_total',
       'svc_rejected_items_total',
       'svc_query_seconds_count{route="/api/executions"}',
+      // prom-client's own process figures.
+      'svc_process_cpu_user_seconds_total',
+      'svc_nodejs_eventloop_lag_seconds',
+      'svc_nodejs_heap_size_used_bytes',
     ]) {
       expect(res.body).toContain(name);
     }

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main as crashRecovery } from './crash-recovery.js';
+import { main as fuzz } from './fuzz.js';
 import { main as ingest } from './ingest.js';
 import { main as metrics } from './metrics.js';
 import { main as query } from './query.js';
@@ -14,6 +15,7 @@ const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   'crash-recovery': crashRecovery,
   query,
   metrics,
+  fuzz,
 };
 
 export async function main(argv: string[] = process.argv.slice(2)): Promise<void> {

@@ -5,11 +5,13 @@ import {
   apiKeyRecordSchema,
   type EmailClaim,
   emailClaimSchema,
+  KEY_ID_SHAPE,
   keyIndexSchema,
   type Permission,
   type Role,
   type SessionRecord,
   sessionRecordSchema,
+  USER_ID_SHAPE,
   type UserRecord,
   userRecordSchema,
   type WorkspaceRecord,
@@ -244,8 +246,8 @@ export class ControlPlane {
 
   /** Removes the member and ends every session of theirs at once. */
   async removeMember(workspaceId: string, userId: string): Promise<UserRecord> {
-    const user = await this.#users.get(userKey(workspaceId, userId));
-    if (!user) throw new ServiceError('NOT_FOUND', `no member ${userId} in this workspace`);
+    const user = USER_ID_SHAPE.test(userId) ? await this.#users.get(userKey(workspaceId, userId)) : null;
+    if (!user) throw new ServiceError('NOT_FOUND', `no member ${userId.slice(0, 64)} in this workspace`);
     if (user.role === 'owner') throw new ServiceError('FORBIDDEN', 'the owner cannot be removed');
     await this.store.users.delete(userKey(workspaceId, userId));
     this.#users.remember(userKey(workspaceId, userId), null);
@@ -293,6 +295,8 @@ export class ControlPlane {
   }
 
   async revokeKey(workspaceId: string, keyId: string): Promise<void> {
+    if (!KEY_ID_SHAPE.test(keyId))
+      throw new ServiceError('NOT_FOUND', `no key ${keyId.slice(0, 64)} in this workspace`);
     const index =
       this.#keyIndex.peek(`${workspaceId}.${keyId}`) ?? (await this.#keyIndex.get(`${workspaceId}.${keyId}`));
     if (!index) throw new ServiceError('NOT_FOUND', `no key ${keyId} in this workspace`);

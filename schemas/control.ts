@@ -56,3 +56,10 @@ export type EmailClaim = z.infer<typeof emailClaimSchema>;
 
 /** `<workspaceId>.<keyId>` → the key's hash: lists a workspace's keys without scanning every key. */
 export const keyIndexSchema = z.object({ hash: z.string() });
+
+/**
+ * The shapes of the ids the control plane makes (control/secrets.ts newId: a prefix and 16 hex digits). An id of
+ * another shape names nothing, and must not reach a key-value key (whose characters are limited).
+ */
+export const KEY_ID_SHAPE = /^key_[A-Za-z0-9]{1,64}$/;
+export const USER_ID_SHAPE = /^usr_[A-Za-z0-9]{1,64}$/;

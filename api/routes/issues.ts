@@ -9,6 +9,7 @@ import {
   type OneIssueStats,
   oneIssueStats,
 } from '../../query/issues.js';
+import { USER_ID_SHAPE } from '../../schemas/control.js';
 import { notFound, validationError } from '../../schemas/errors.js';
 import {
   commentBodySchema,
@@ -32,7 +33,6 @@ import { parseInput } from '../validate.js';
 /** The common factors' window: the 7 days before the issue's last occurrence (widened to whole hours by issueFactors). */
 const FACTOR_WINDOW_MS = 7 * DAY_MS;
 const RECENT_ACTIVITY = 20;
-const USER_ID = /^usr_[A-Za-z0-9]+$/;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const MODE_ONLY = issuePagedQuerySchema.pick({ mode: true }).strict();
@@ -223,7 +223,7 @@ export const issueRoutes =
       const patch = parseInput(issuePatchSchema, req.body ?? {}, 'body');
       if (typeof patch.assignee === 'string') {
         const member =
-          USER_ID.test(patch.assignee) && (await control.isMember(p.workspaceId, patch.assignee));
+          USER_ID_SHAPE.test(patch.assignee) && (await control.isMember(p.workspaceId, patch.assignee));
         if (!member) {
           throw validationError('assignee: not a member of this workspace', [
             { path: 'assignee', message: 'not a member of this workspace' },

@@ -62,7 +62,7 @@ export function readBody(
 ): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length']);
-    const stream = payload as NodeJS.ReadableStream & { destroy(err?: Error): void };
+    const stream = payload;
     const chunks: Buffer[] = [];
     let size = 0;
     let over = false;
@@ -95,9 +95,10 @@ export function readBody(
         return reject(new ServiceError('VALIDATION_ERROR', 'content-length does not match the body'));
       resolve(Buffer.concat(chunks, size));
     });
-    stream.on('error', (err) => {
+    // The client went away mid-body (nobody reads the answer): a 400 in the log, not a 500.
+    stream.on('error', () => {
       clearTimeout(timer);
-      reject(err);
+      reject(new ServiceError('VALIDATION_ERROR', 'the request body could not be read to its end'));
     });
   });
 }

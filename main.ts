@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
-import { LOG_REDACT_PATHS } from './api/log-redaction.js';
+import { LOG_REDACT_PATHS, scrubSecrets } from './api/log-redaction.js';
 import { type Broker, connectBroker } from './broker/connection.js';
 import { type NatsServerHandle, startNatsServer } from './broker/nats-server.js';
 import { provision } from './broker/provision.js';
@@ -41,7 +41,12 @@ export interface StartOptions {
 /** The root logger; `destination` lets a test read every line the service writes. */
 export function createLogger(config: Config, destination?: DestinationStream): Logger {
   return pino(
-    { level: config.LOG_LEVEL, redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' } },
+    {
+      level: config.LOG_LEVEL,
+      redact: { paths: LOG_REDACT_PATHS, censor: '[redacted]' },
+      // Whatever field a key-shaped text is in (a URL, a message), it leaves the process redacted.
+      hooks: { streamWrite: scrubSecrets },
+    },
     destination,
   );
 }

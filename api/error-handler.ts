@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { brokerUnavailable, isBrokerOutage } from '../broker/errors.js';
 import { type ErrorBody, ServiceError } from '../schemas/errors.js';
+import { scrubSecrets } from './log-redaction.js';
 
 /** Fastify's own errors, translated to contract codes. */
 function fromFastify(err: FastifyError): ServiceError | null {
@@ -38,8 +39,14 @@ export function installErrorHandler(app: FastifyInstance): void {
       new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
     if (e.status >= 500) req.log.error({ err }, 'request failed');
     else req.log.info({ code: e.code, msg: e.message }, 'request refused');
+    // An error may echo what the caller sent (an id, a value): never a key or a token, even the caller's own.
     const body: ErrorBody = {
-      error: { code: e.code, message: e.message, details: e.details, requestId: String(req.id) },
+      error: {
+        code: e.code,
+        message: scrubSecrets(e.message),
+        details: e.details.map((d) => ({ ...d, message: scrubSecrets(d.message) })),
+        requestId: String(req.id),
+      },
     };
     if (e.closeConnection) reply.header('connection', 'close');
     reply.code(e.status).headers(e.headers).send(body);

@@ -292,6 +292,20 @@ describe('secrets never reach the log', () => {
       await ingest(service, live, { resource: { mode: 'live' }, executions: [] });
       await call(service, 'GET', '/api/executions', { headers: { cookie: `svc_session=${session}` } });
       await call(service, 'GET', '/api/executions', { headers: { 'x-api-key': owner.testKey } });
+      // A key where no key belongs (a path, a query string, a body field): echoed nowhere in the log either.
+      const echoed = [
+        await call(service, 'DELETE', `/api/keys/${live}`, { token: session }),
+        await call(service, 'GET', `/api/executions/${owner.testKey}`, { token: session }),
+      ];
+      // Nor in the answers, which name the id they did not find.
+      for (const res of echoed) {
+        expect(res.statusCode).toBe(404);
+        expect(res.body).not.toMatch(/svc_(test|live)_[A-Za-z0-9]{32}/);
+      }
+      await call(service, 'GET', `/api/executions?api_key=${live}&q=${encodeURIComponent(owner.testKey)}`, {
+        token: session,
+      });
+      await call(service, 'PATCH', '/api/workspace/settings', { token: session, body: { note: live } });
       await service.pipeline!.drained();
     } finally {
       await service.stop();

@@ -1,6 +1,7 @@
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { ulid } from 'ulid';
+import type { Need } from './auth.js';
 import { installBodyParser } from './body-parser.js';
 import { createContext } from './context.js';
 import type { AppDeps } from './deps.js';
@@ -18,6 +19,19 @@ import { operationsRoutes } from './routes/operations.js';
 import { workspaceRoutes } from './routes/workspace.js';
 
 export const API_VERSION = '2026-11-beta';
+
+/** A route as registered, and what its caller needs (null: nothing, it is public). */
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  need: Need | null;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    routeTable: RegisteredRoute[];
+  }
+}
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Builds the HTTP app; only the process entry listens. */
@@ -55,6 +69,15 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
   installBodyParser(app, {
     maxBytes: deps.config.BODY_MAX_BYTES,
     maxDecodedBytes: deps.config.BODY_MAX_DECODED_BYTES,
+  });
+  // Every route and what it needs, as registered: for the checks that every route answers as the contract says.
+  const routeTable: RegisteredRoute[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) {
+      if (method === 'HEAD') continue;
+      routeTable.push({ method, url: r.url, need: (r.config as { need?: Need } | undefined)?.need ?? null });
+    }
   });
   for (const routes of [
     healthRoutes,

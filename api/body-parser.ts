@@ -62,20 +62,19 @@ export function readBody(
 ): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length']);
-    const stream = payload;
     const chunks: Buffer[] = [];
     let size = 0;
     let over = false;
     let timer: NodeJS.Timeout | undefined;
     const fail = (err: ServiceError, close: boolean) => {
       clearTimeout(timer);
-      stream.removeAllListeners('data');
+      payload.removeAllListeners('data');
       // Not worth reading on: answered, then the connection is closed (installErrorHandler).
       if (close) err.closeConnection = true;
       reject(err);
     };
     if (Number.isFinite(declared) && declared > DRAIN_MAX_BYTES) return fail(tooLarge(), true);
-    stream.on('data', (chunk: Buffer) => {
+    payload.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (!over && size > maxBytes) {
         over = true;
@@ -88,7 +87,7 @@ export function readBody(
       }
       chunks.push(chunk);
     });
-    stream.on('end', () => {
+    payload.on('end', () => {
       clearTimeout(timer);
       if (over) return reject(tooLarge());
       if (Number.isFinite(declared) && declared !== size)
@@ -96,7 +95,7 @@ export function readBody(
       resolve(Buffer.concat(chunks, size));
     });
     // The client went away mid-body (nobody reads the answer): a 400 in the log, not a 500.
-    stream.on('error', () => {
+    payload.on('error', () => {
       clearTimeout(timer);
       reject(new ServiceError('VALIDATION_ERROR', 'the request body could not be read to its end'));
     });

@@ -4,6 +4,7 @@ import type { Mode } from '../schemas/records.js';
 import type { QueryEngine, SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { bucketStarts, INTERVALS, type Interval, OTHER_GROUP } from './metric-answers.js';
+import { filterSql } from './metrics.js';
 
 /**
  * Custom metric series (CONTRACT §8): the metric points of CONTRACT §5, stored as they came (the `metrics`
@@ -78,14 +79,7 @@ export async function series(engine: QueryEngine, dataDir: string, i: SeriesInpu
   const intervalMs = INTERVALS[i.interval];
   const params: Record<string, SqlParam> = { files, name: i.name, from: i.from, to: i.to };
   const where = ['name = $name', 'timestamp >= epoch_ms($from::BIGINT)', 'timestamp < epoch_ms($to::BIGINT)'];
-  if (i.service !== undefined) {
-    params.service = i.service;
-    where.push('service = $service');
-  }
-  if (i.environment !== undefined) {
-    params.environment = i.environment;
-    where.push('environment = $environment');
-  }
+  where.push(...filterSql(i, params));
   Object.entries(i.tags).forEach(([key, value], k) => {
     params[`tag${k}`] = value;
     where.push(`${tagSql(key)} = $tag${k}`);

@@ -10,6 +10,13 @@ export interface AppDeps {
   broker: Broker;
   control: ControlPlane;
   engine: QueryEngine;
-  /** The pipeline of this process, when it runs one (the `start` role): its figures go to /metrics. */
-  pipeline?: { stats(): Readonly<PipelineStats>; lag(): Promise<number> } | null;
+  /**
+   * The pipeline of this process, when it runs one (the `start` role): its figures go to /metrics, and its
+   * journal tells a resend of a request already committed (which a restarted broker stores again) apart.
+   */
+  pipeline?: {
+    stats(): Readonly<PipelineStats>;
+    lag(): Promise<number>;
+    committedRequest(messageId: string): boolean;
+  } | null;
 }

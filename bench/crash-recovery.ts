@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -31,8 +32,16 @@ import {
  * API agrees with the files. "API total = accepted" holds exactly when no in-doubt request was stored.
  */
 
+type KillMode = 'group' | 'service' | 'all';
+
 interface Options {
   loops: number;
+  /** What the SIGKILL reaches: the service's process group, the service alone, or the group and the broker. */
+  kill: KillMode;
+  /** Resend a request whose answer was lost (reset, refused, 503) under its idempotency key until it is accepted. */
+  retry: boolean;
+  /** CPU-bound processes run beside the service, for the races a busy machine shows. */
+  burn: number;
   batch: number;
   killAfterS: number;
   runAfterS: number;
@@ -50,6 +59,11 @@ interface Options {
 
 const USAGE = `usage: node dist/bench/crash-recovery.js [options]
   --loops N            concurrent ingestion loops (8)
+  --kill MODE          all: SIGKILL the service's process group and its nats-server (default);
+                       group: the process group only (the broker, in a group of its own, is left to the
+                       restart to stop); service: the service process only
+  --no-retry           class lost answers as in doubt instead of resending them under their idempotency key
+  --burn N             CPU-bound processes beside the service (0)
   --batch N            executions per request (100)
   --kill-after S       seconds of ingestion before each SIGKILL (4)
   --run-after S        seconds of ingestion after the last restart (3)
@@ -68,6 +82,9 @@ function parseOptions(args: string[]): Options {
     args,
     options: {
       loops: { type: 'string', default: '8' },
+      kill: { type: 'string', default: 'all' },
+      'no-retry': { type: 'boolean', default: false },
+      burn: { type: 'string', default: '0' },
       batch: { type: 'string', default: '100' },
       'kill-after': { type: 'string', default: '4' },
       'run-after': { type: 'string', default: '3' },
@@ -95,8 +112,13 @@ function parseOptions(args: string[]): Options {
     return n;
   };
   const ackRaw = values['ack-wait-ms'] ?? process.env.CONSUMER_ACK_WAIT_MS;
+  const kill = values.kill as KillMode;
+  if (!['group', 'service', 'all'].includes(kill)) throw new Error('--kill must be all, group or service');
   return {
     loops: Math.floor(num('loops', values.loops, 1, 256)),
+    kill,
+    retry: !values['no-retry'],
+    burn: Math.floor(num('burn', values.burn, 0, 64)),
     batch: Math.floor(num('batch', values.batch, 1, 1000)),
     killAfterS: num('kill-after', values['kill-after'], 0.1, 600),
     runAfterS: num('run-after', values['run-after'], 0, 600),
@@ -135,7 +157,13 @@ interface IngestState {
   nextReq: number;
   segment: number;
   records: RequestRecord[];
+  /** 202s marked duplicate on a first attempt: every body is unique, so never expected. */
   duplicateFlags: number;
+  /** 202s marked duplicate on a retry: an earlier attempt had been stored (expected, and exactly once). */
+  retriedDuplicates: number;
+  attempts: number;
+  /** Until when a lost answer is sent again; set when ingestion stops. */
+  retryDeadline: number;
   errorKinds: Map<string, number>;
   otherStatuses: Map<number, number>;
 }
@@ -153,6 +181,10 @@ interface KillRecord {
   newNatsPid: number | null;
   /** Kill → first 202 from the new process. */
   firstAcceptAfterMs: number | null;
+  /** Executions accepted before this kill. */
+  acceptedBefore: number;
+  /** Restart ready → every execution accepted before the kill listed again (null: not within the wait). */
+  visibleAfterMs: number | null;
 }
 
 const execId = (prefix: string, reqNo: number, i: number) => `${prefix}-${reqNo}-${i}`;
@@ -166,6 +198,54 @@ function errorKind(err: unknown): string {
 /** Connection refused is the only failure that proves the body never left this process. */
 const NEVER_SENT = new Set(['ECONNREFUSED']);
 
+interface Attempt {
+  outcome: Outcome;
+  detail?: string;
+  /** 202 with `duplicate: true`: the broker had stored an earlier attempt. */
+  duplicate?: boolean;
+  retryAfterMs?: number;
+}
+
+async function sendOnce(pool: Pool, key: string, idempotencyKey: string, body: string): Promise<Attempt> {
+  try {
+    const res = await pool.request({
+      path: '/api/ingest',
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'idempotency-key': idempotencyKey,
+      },
+      body,
+      headersTimeout: 15_000,
+      bodyTimeout: 15_000,
+    });
+    const text = await res.body.text();
+    if (res.statusCode === 202) {
+      return {
+        outcome: 'accepted',
+        duplicate: (JSON.parse(text) as { duplicate?: unknown }).duplicate === true,
+      };
+    }
+    if (res.statusCode === 503) {
+      const after = Number(res.headers['retry-after']);
+      return {
+        outcome: 'inDoubt',
+        detail: '503',
+        retryAfterMs: Number.isFinite(after) ? after * 1000 : 1000,
+      };
+    }
+    return { outcome: 'other', detail: `${res.statusCode} ${text.slice(0, 200)}` };
+  } catch (err) {
+    const kind = errorKind(err);
+    return { outcome: NEVER_SENT.has(kind) ? 'refused' : 'inDoubt', detail: kind };
+  }
+}
+
+/**
+ * Sends requests one after another. A request whose answer is lost (refused, reset, 503) is sent again, the same
+ * bytes under the same idempotency key, until it is accepted, as an SDK does; with --no-retry it stays in doubt.
+ */
 async function ingestLoop(
   pool: Pool,
   key: string,
@@ -189,39 +269,34 @@ async function ingestLoop(
       resource: { service: opts.service, environment: 'production' },
       executions,
     });
-    let outcome: Outcome;
-    let detail: string | undefined;
-    try {
-      const res = await pool.request({
-        path: '/api/ingest',
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body,
-        headersTimeout: 15_000,
-        bodyTimeout: 15_000,
-      });
-      const text = await res.body.text();
-      if (res.statusCode === 202) {
-        outcome = 'accepted';
-        // Every body is unique, so the stream must never call one a duplicate.
-        if ((JSON.parse(text) as { duplicate?: unknown }).duplicate === true) state.duplicateFlags++;
-      } else if (res.statusCode === 503) {
-        outcome = 'inDoubt';
-        detail = '503';
-      } else {
-        outcome = 'other';
-        detail = `${res.statusCode} ${text.slice(0, 200)}`;
-        state.otherStatuses.set(res.statusCode, (state.otherStatuses.get(res.statusCode) ?? 0) + 1);
+    let attempts = 0;
+    let anyInDoubt = false;
+    for (;;) {
+      attempts++;
+      const a = await sendOnce(pool, key, `${prefix}-${reqNo}`, body);
+      if (a.outcome === 'refused' || a.outcome === 'inDoubt') {
+        state.errorKinds.set(a.detail ?? '?', (state.errorKinds.get(a.detail ?? '?') ?? 0) + 1);
       }
-    } catch (err) {
-      const kind = errorKind(err);
-      state.errorKinds.set(kind, (state.errorKinds.get(kind) ?? 0) + 1);
-      outcome = NEVER_SENT.has(kind) ? 'refused' : 'inDoubt';
-      detail = kind;
+      if (a.outcome === 'other') {
+        const status = Number(a.detail?.split(' ')[0]);
+        state.otherStatuses.set(status, (state.otherStatuses.get(status) ?? 0) + 1);
+      }
+      if (a.outcome === 'inDoubt') anyInDoubt = true;
+      const retryable = a.outcome === 'refused' || a.outcome === 'inDoubt';
+      if (!retryable || !opts.retry || Date.now() >= state.retryDeadline) {
+        // A refused last attempt after an earlier one in doubt is still in doubt: that one may be stored.
+        const outcome = a.outcome === 'refused' && anyInDoubt ? 'inDoubt' : a.outcome;
+        if (a.duplicate) {
+          if (attempts === 1) state.duplicateFlags++;
+          else state.retriedDuplicates++;
+        }
+        state.attempts += attempts;
+        state.records.push({ reqNo, outcome, segment: state.segment, at: Date.now(), detail: a.detail });
+        break;
+      }
+      // While the service is down every attempt fails at once: back off a little instead of spinning.
+      await sleep(Math.min(a.retryAfterMs ?? 100, 2000));
     }
-    state.records.push({ reqNo, outcome, segment: state.segment, at: Date.now(), detail });
-    // While the service is down every attempt fails at once: back off a little instead of spinning.
-    if (outcome !== 'accepted') await sleep(outcome === 'other' ? 200 : 25);
   }
 }
 
@@ -246,6 +321,17 @@ async function apiTotal(pool: Pool, key: string, query: string): Promise<number>
   const r = await getJson<{ total: number }>(pool, key, `/api/executions?${query}`);
   if (!r.body) throw new Error(`GET /api/executions?${query} answered ${r.status}`);
   return r.body.total;
+}
+
+/** The service's own figure of messages accepted and not yet committed (GET /metrics). */
+async function pipelineLag(pool: Pool): Promise<number | null> {
+  try {
+    const res = await pool.request({ path: '/metrics', method: 'GET', headersTimeout: 10_000 });
+    const m = /^svc_pipeline_lag_messages (\d+)/m.exec(await res.body.text());
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
 }
 
 async function writeIds(
@@ -442,6 +528,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
 
   const startOne = async () => {
     const s = ServiceProcess.spawn({
+      detached: true,
       mainJs,
       dataDir,
       port,
@@ -460,16 +547,36 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
     segment: 0,
     records: [],
     duplicateFlags: 0,
+    retriedDuplicates: 0,
+    attempts: 0,
+    retryDeadline: Number.POSITIVE_INFINITY,
     errorKinds: new Map(),
     otherStatuses: new Map(),
   };
   const kills: KillRecord[] = [];
+  const watchers: Promise<void>[] = [];
+  const burners = Array.from({ length: opts.burn }, () =>
+    spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
+  );
   let loops: Promise<void>[] = [];
   try {
     log(`DATA_DIR ${dataDir}, port ${port}, run ${run}`);
     const first = await startOne();
     const key = await first.s.signup('crash-recovery');
     log(`service ready in ${first.readyMs} ms (pid ${first.s.pid}); ingesting with ${opts.loops} loops`);
+    const countQuery = `serviceName=${encodeURIComponent(opts.service)}&pageSize=1`;
+    /** Polls until everything accepted before the kill is listed again, or the next kill comes. */
+    const watchVisible = async (kr: KillRecord, readyAt: number) => {
+      const until = readyAt + opts.ackWaitMs + 30_000;
+      while (Date.now() < until && kills.at(-1) === kr) {
+        const t = await apiTotal(pool, key, countQuery).catch(() => -1);
+        if (t >= kr.acceptedBefore) {
+          kr.visibleAfterMs = Date.now() - readyAt;
+          return;
+        }
+        await sleep(100);
+      }
+    };
 
     const ingestStart = Date.now();
     const plannedMs =
@@ -485,8 +592,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       if (!victim || victim.exit)
         throw new Error(`the service died on its own before kill ${k}\n${victim?.tailText(30)}`);
       const natsBefore = await natsServerPid(dataDir);
+      const acceptedBefore = state.records.filter((r) => r.outcome === 'accepted').length * opts.batch;
       const killedAt = Date.now();
-      process.kill(victim.pid, 'SIGKILL');
+      if (opts.kill === 'service') process.kill(victim.pid, 'SIGKILL');
+      else process.kill(-victim.pid, 'SIGKILL');
+      if (opts.kill === 'all' && natsBefore !== null) process.kill(natsBefore, 'SIGKILL');
       await victim.exited;
       // Give the orphan a moment: it may die on its own (SIGPIPE on its log pipe) or keep running.
       await sleep(100);
@@ -509,12 +619,17 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
         readyAfterMs: next.readyMs,
         newNatsPid: natsAfter,
         firstAcceptAfterMs: null,
+        acceptedBefore,
+        visibleAfterMs: null,
       });
+      watchers.push(watchVisible(kills.at(-1)!, next.s.startedAt + next.readyMs));
       log(`restart ${k}: ready in ${next.readyMs} ms (pid ${next.s.pid}, nats-server ${natsAfter ?? '-'})`);
     }
     await sleep(opts.runAfterS * 1000);
     state.stopped = true;
+    state.retryDeadline = Date.now() + 60_000;
     await Promise.all(loops);
+    await Promise.all(watchers);
     const ingestEnd = Date.now();
 
     const byOutcome = (o: Outcome) => state.records.filter((r) => r.outcome === o);
@@ -535,11 +650,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
     const notBefore = lastKill + opts.ackWaitMs + 3000;
     const settleDeadline = Math.max(ingestEnd + opts.settleTimeoutS * 1000, notBefore + 10_000);
     const QUIET_MS = 3000;
-    const query = `serviceName=${encodeURIComponent(opts.service)}&pageSize=1`;
+    const query = countQuery;
     let total = -1;
     let changedAt = Date.now();
     let settled = false;
-    const samples: { at: number; total: number }[] = [];
+    const samples: { at: number; total: number; lag: number | null }[] = [];
     while (Date.now() < settleDeadline) {
       let t: number;
       try {
@@ -552,7 +667,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       if (t !== total) {
         total = t;
         changedAt = Date.now();
-        samples.push({ at: changedAt - ingestEnd, total: t });
+        samples.push({ at: changedAt - ingestEnd, total: t, lag: await pipelineLag(pool) });
       }
       if (total >= acceptedExecutions && Date.now() >= notBefore && Date.now() - changedAt >= QUIET_MS) {
         settled = true;
@@ -560,8 +675,9 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       }
       await sleep(500);
     }
+    if (!settled) samples.push({ at: Date.now() - ingestEnd, total, lag: await pipelineLag(pool) });
     log(
-      `count ${settled ? 'settled' : 'did NOT settle'} at ${total} after ${((Date.now() - ingestEnd) / 1000).toFixed(1)} s`,
+      `count ${settled ? 'settled' : 'did NOT settle'} at ${total} (pipeline lag ${samples.at(-1)?.lag} messages) after ${((Date.now() - ingestEnd) / 1000).toFixed(1)} s`,
     );
 
     // Per-id lookups of the requests most at risk: the last ones accepted before each kill.
@@ -603,6 +719,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
         name: 'ingestion resumed after every restart',
         ok: kills.every((k) => k.firstAcceptAfterMs !== null),
         detail: kills.map((k) => k.firstAcceptAfterMs ?? 'never').join(', '),
+      },
+      {
+        name: 'everything accepted before a kill listed again after the restart',
+        ok: kills.every((k) => k.visibleAfterMs !== null),
+        detail: kills.map((k) => `${k.visibleAfterMs ?? 'never'} ms`).join(', '),
       },
       {
         name: 'orphaned nats-server stopped by the restart',
@@ -657,6 +778,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       ['accepted executions', acceptedExecutions],
       ['refused requests (conn refused)', refused.length],
       ['in-doubt requests (reset/503)', inDoubt.length],
+      ['attempts (with retries)', state.attempts],
+      ['202 duplicate on a retry', state.retriedDuplicates],
       ['other-status requests', other.length],
       ['Parquet files', pq.files],
       ['rows stored (Parquet)', pq.rows],
@@ -669,6 +792,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       ['journal entries left', journalLeft],
       ['restart ready (ms)', kills.map((k) => k.readyAfterMs).join(', ')],
       ['kill → first 202 (ms)', kills.map((k) => k.firstAcceptAfterMs ?? 'never').join(', ')],
+      ['ready → accepted listed (ms)', kills.map((k) => k.visibleAfterMs ?? 'never').join(', ')],
       [
         'final SIGTERM exit',
         finalStop
@@ -679,7 +803,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       ['RESULT', pass ? 'PASS' : 'FAIL'],
     ];
     process.stdout.write(
-      `\ncrash recovery (kill -9 during ingestion), ${opts.loops} loops × ${opts.batch} executions/request\n`,
+      `\ncrash recovery (kill -9 of ${opts.kill === 'all' ? 'the group and the broker' : `the ${opts.kill}`} during ingestion${opts.retry ? ', lost answers resent' : ''}${opts.burn ? `, ${opts.burn} CPU burners` : ''}), ${opts.loops} loops × ${opts.batch} executions/request\n`,
     );
     process.stdout.write(`${table(summary)}\n\nchecks:\n`);
     for (const c of checks) process.stdout.write(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);
@@ -735,6 +859,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
           (_, seg) => accepted.filter((r) => r.segment === seg).length,
         ),
         duplicateFlags: state.duplicateFlags,
+        retriedDuplicates: state.retriedDuplicates,
+        attempts: state.attempts,
       },
       kills,
       settle: { settled, total, totalAfter, samples, waitedMs: Date.now() - ingestEnd },
@@ -761,6 +887,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
     throw err;
   } finally {
     state.stopped = true;
+    for (const b of burners) b.kill('SIGKILL');
     await cleanupService(svc, dataDir);
     await pool.close().catch(() => {});
     if (!opts.keep) await fs.rm(workDir, { recursive: true, force: true }).catch(() => {});

@@ -8,6 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import type { Kvm } from '@nats-io/kv';
 import { nanos } from '@nats-io/transport-node';
+import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { isNotFound } from './errors.js';
 
 export const INGEST_STREAM = 'SVC_INGEST';
@@ -42,9 +43,6 @@ export interface ProvisionOptions {
   log?: (msg: string) => void;
 }
 
-/** CONTRACT §5: a byte-identical body or a reused idempotency key within 10 minutes is stored once. */
-const DUPLICATE_WINDOW_MS = 10 * 60 * 1000;
-
 /** Creates or updates the stream, the pipeline consumer and the buckets; safe to run on every start. */
 export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: ProvisionOptions): Promise<void> {
   const stream = {
@@ -58,7 +56,7 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
     max_age: opts.maxAgeHours > 0 ? nanos(opts.maxAgeHours * 3600 * 1000) : 0,
     max_bytes: opts.maxBytes,
     max_msg_size: opts.maxMsgBytes,
-    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+    duplicate_window: nanos(IDEMPOTENCY_WINDOW_MS),
     num_replicas: 1,
   };
   let existing: Awaited<ReturnType<JetStreamManager['streams']['info']>> | null = null;

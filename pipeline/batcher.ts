@@ -3,6 +3,7 @@ import type { IssueOccurrences } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
 import type { BatchWriter, PartitionBatch, WriteStats } from '../storage/batch-writer.js';
 import type { ColumnChunk } from '../storage/columns.js';
+import type { Delivery } from '../storage/commit-journal.js';
 
 export interface BatcherLog {
   error(obj: object, msg: string): void;
@@ -14,8 +15,11 @@ export interface BatcherOptions {
   maxRows: number;
   flushIntervalMs: number;
   log: BatcherLog;
-  /** Which of these stream sequences another process has committed meanwhile (their rows must not be written). */
-  committedElsewhere: (seqs: number[]) => Promise<Set<number>>;
+  /**
+   * The sequences among these messages whose request is already committed, by another process or as another copy
+   * (their rows must not be written again).
+   */
+  committedElsewhere: (deliveries: readonly Delivery[]) => Promise<Set<number>>;
   /** Called once a message is acked or naked: it is no longer this process's to hold. */
   onSettled: (msg: JsMsg) => void;
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
@@ -32,6 +36,7 @@ export interface BatcherOptions {
 /** One parsed message: its rows stay together, in one commit. */
 export interface BatchEntry {
   msg: JsMsg;
+  delivery: Delivery;
   workspaceId: string;
   mode: Mode;
   chunks: ColumnChunk[];
@@ -63,6 +68,7 @@ export class Batcher {
 
   add(
     msg: JsMsg,
+    delivery: Delivery,
     workspaceId: string,
     mode: Mode,
     chunks: ColumnChunk[],
@@ -70,7 +76,7 @@ export class Batcher {
   ): void {
     const b = this.#batch;
     if (b.entries.length === 0) this.#timer = setTimeout(() => this.#requestFlush(), this.#o.flushIntervalMs);
-    b.entries.push({ msg, workspaceId, mode, chunks, issues });
+    b.entries.push({ msg, delivery, workspaceId, mode, chunks, issues });
     for (const c of chunks) b.rows += c.rows;
     if (b.rows >= this.#o.maxRows) this.#requestFlush();
   }
@@ -125,14 +131,20 @@ export class Batcher {
     let entries = all;
     try {
       // A message this process held too long may have been redelivered to another process and committed
-      // there: its rows must not be written a second time.
-      const elsewhere = await this.#o.committedElsewhere(all.map((e) => e.msg.seq));
-      if (elsewhere.size > 0) {
+      // there, and a resend may reach the stream again after a broker restart: the rows of a request already
+      // committed, or of a second copy in this batch, must not be written a second time.
+      const skip = await this.#o.committedElsewhere(all.map((e) => e.delivery));
+      const ids = new Set<string>();
+      for (const e of all) {
+        if (ids.has(e.delivery.id)) skip.add(e.delivery.seq);
+        ids.add(e.delivery.id);
+      }
+      if (skip.size > 0) {
         this.#settle(
-          all.filter((e) => elsewhere.has(e.msg.seq)),
+          all.filter((e) => skip.has(e.delivery.seq)),
           'ack',
         );
-        entries = all.filter((e) => !elsewhere.has(e.msg.seq));
+        entries = all.filter((e) => !skip.has(e.delivery.seq));
       }
       const parts = new Map<string, PartitionBatch>();
       for (const e of entries) {
@@ -150,7 +162,7 @@ export class Batcher {
       if (parts.size > 0) {
         stats = await this.#o.writer.write(
           [...parts.values()],
-          entries.map((e) => e.msg.seq),
+          entries.map((e) => e.delivery),
           ready,
         );
       } else await ready;

@@ -3,13 +3,13 @@ import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
 import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
 import type { ControlPlane } from '../control/control-plane.js';
-import { INGEST_HEADERS, ingestMessageMetaSchema } from '../schemas/broker-messages.js';
+import { INGEST_HEADERS, ingestMessageMetaSchema, MESSAGE_ID_HEADER } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
 import { type IssueOccurrences, mergeOccurrences } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
 import { HOUR_MS } from '../schemas/time.js';
 import { BatchWriter } from '../storage/batch-writer.js';
-import { CommitJournal } from '../storage/commit-journal.js';
+import { CommitJournal, type Delivery } from '../storage/commit-journal.js';
 import { type CompactionStats, runCompaction } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
@@ -151,7 +151,7 @@ export class Pipeline {
       log,
       afterCommit: this.#o.afterCommit,
       beforeCommit: (entries) => this.#recordIssues(entries),
-      committedElsewhere: (seqs) => this.#journal.committedAmong(seqs),
+      committedElsewhere: (ds) => this.#journal.committedAmong(ds),
       onSettled: (m) => this.#held.delete(m.seq),
       onFlushed: (s) => {
         this.#stats.flushes++;
@@ -234,7 +234,15 @@ export class Pipeline {
       this.#held.delete(m.seq);
       return;
     }
-    if (m.info.redelivered && (await this.#journal.isCommitted(m.seq))) {
+    const delivery: Delivery = {
+      seq: m.seq,
+      // Every message the API publishes has an id; one without is known by its sequence alone.
+      id: h?.get(MESSAGE_ID_HEADER) || `seq.${m.seq}`,
+      storedAt: Math.floor(m.info.timestampNanos / 1e6),
+    };
+    // A redelivery (or a resend after a broker restart) of a request already committed: acked, not written again.
+    // Only a redelivery asks the disk now; the batch asks once more, afresh, before its commit.
+    if (m.info.redelivered ? await this.#journal.isCommitted(delivery) : this.#journal.knows(delivery)) {
       this.#stats.redeliveredSkipped++;
       m.ack();
       this.#held.delete(m.seq);
@@ -263,7 +271,7 @@ export class Pipeline {
     this.#stats.logs += result.counts.logs;
     this.#stats.metrics += result.counts.metrics;
     this.#stats.rejected += result.counts.rejected;
-    this.#batcher!.add(m, meta.data.workspaceId, meta.data.mode, result.chunks, result.issues);
+    this.#batcher!.add(m, delivery, meta.data.workspaceId, meta.data.mode, result.chunks, result.issues);
   }
 
   /**
@@ -355,6 +363,14 @@ export class Pipeline {
     } catch (err) {
       this.#o.log.debug({ err }, 'journal prune skipped');
     }
+  }
+
+  /**
+   * Whether a request with this broker message id, stored now, is a copy of one already committed (the pipeline
+   * will not write it again). Answers from what this process has read of the journal.
+   */
+  committedRequest(messageId: string): boolean {
+    return this.#journal.knows({ seq: -1, id: messageId, storedAt: Date.now() });
   }
 
   /** Messages accepted but not yet committed, across all pipeline processes (the stream's backlog). */

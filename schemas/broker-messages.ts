@@ -25,4 +25,15 @@ export const ingestMessageMetaSchema = z.object({
 
 export type IngestMessageMeta = z.infer<typeof ingestMessageMetaSchema>;
 
+/**
+ * CONTRACT §5: a request resent with the same idempotency key (or, without one, the same bytes) within this window
+ * is stored once. The broker's duplicate window catches a resend while it still holds the first copy; the commit
+ * journal (storage/commit-journal.ts) catches one after the first copy was committed and acked, which a restarted
+ * broker no longer remembers.
+ */
+export const IDEMPOTENCY_WINDOW_MS = 10 * 60 * 1000;
+
+/** The header the broker keeps a message's id in (the API sets it from the idempotency key or the body). */
+export const MESSAGE_ID_HEADER = 'Nats-Msg-Id';
+
 export const ingestSubject = (workspaceId: string, mode: string) => `ingest.${workspaceId}.${mode}`;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from './columns.js';
-import type { CommitJournal } from './commit-journal.js';
+import type { CommitJournal, Delivery } from './commit-journal.js';
 import type { DatasetName } from './datasets.js';
 import { fsyncDir } from './fsync.js';
 import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
@@ -61,7 +61,11 @@ export class BatchWriter {
    * `ready`: work that must succeed before the commit point (it runs meanwhile); when it fails nothing is
    * committed and the temporary files go.
    */
-  async write(partitions: PartitionBatch[], seqs: number[], ready?: Promise<void>): Promise<WriteStats> {
+  async write(
+    partitions: PartitionBatch[],
+    deliveries: readonly Delivery[],
+    ready?: Promise<void>,
+  ): Promise<WriteStats> {
     // Awaited below; handled now so a failure before that is not an unhandled rejection.
     ready?.catch(() => {});
     const journal = this.#opts.journal;
@@ -105,7 +109,9 @@ export class BatchWriter {
     await journal.commit({
       writerId: journal.writerId,
       commitNo,
-      seqs,
+      seqs: deliveries.map((d) => d.seq),
+      ids: deliveries.map((d) => d.id),
+      storedAt: deliveries.map((d) => d.storedAt),
       files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
     });
     const files = results.flatMap((r) => r.files);

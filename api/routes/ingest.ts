@@ -60,7 +60,9 @@ export const ingestRoutes =
       for (const kind of ['executions', 'logs', 'metrics'] as const) {
         if (counts[kind] > 0) deps.metrics.ingestItems.inc({ kind }, counts[kind]);
       }
+      // The broker forgets the ids of messages already acked when it restarts: this process's pipeline remembers.
+      const duplicate = result.duplicate || deps.pipeline?.committedRequest(msgId) === true;
       reply.code(202);
-      return { accepted: counts, duplicate: result.duplicate, requestId };
+      return { accepted: counts, duplicate, requestId };
     });
   };

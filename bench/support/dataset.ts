@@ -13,7 +13,7 @@ import type { ExecutionRecord, LogLevel, LogRecord, Mode } from '../../schemas/r
 import { HOUR_MS } from '../../schemas/time.js';
 import { encodeUlid } from '../../schemas/ulid.js';
 import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js';
-import { CommitJournal } from '../../storage/commit-journal.js';
+import { CommitJournal, type Delivery } from '../../storage/commit-journal.js';
 import { runCompaction } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { PARQUET_SUFFIX } from '../../storage/layout.js';
@@ -803,7 +803,7 @@ export async function prepareDataset(
     while (!gen.done) {
       const buildStart = performance.now();
       const parts = new Map<string, PartitionBatch>();
-      const seqs: number[] = [];
+      const deliveries: Delivery[] = [];
       let rows = 0;
       while (rows < opts.batchRows && !gen.done) {
         const { records, logs, meta } = gen.request();
@@ -827,7 +827,7 @@ export async function prepareDataset(
           }
           part.chunks.push(c);
         }
-        seqs.push(meta.seq);
+        deliveries.push({ seq: meta.seq, id: `generated.${meta.seq}`, storedAt: meta.receivedAt });
         rows += records.length;
       }
       buildMs += performance.now() - buildStart;
@@ -835,7 +835,7 @@ export async function prepareDataset(
         await settle(inFlight);
         opts.onProgress?.(gen.generated - rows, params.executions, (performance.now() - started) / 1000);
       }
-      inFlight = writer.write([...parts.values()], seqs);
+      inFlight = writer.write([...parts.values()], deliveries);
       writes++;
     }
     if (inFlight) await settle(inFlight);

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +32,8 @@ export interface ServiceProcessOptions {
   env?: Record<string, string>;
   /** Node options before the entry, e.g. `--cpu-prof --cpu-prof-dir=…` (not allowed in NODE_OPTIONS). */
   nodeArgs?: string[];
+  /** Its own process group (as `npm start` in a terminal has), so `kill -- -<pid>` reaches it and its children. */
+  detached?: boolean;
 }
 
 export interface LogLine {
@@ -51,10 +54,15 @@ export function serviceEntry(scriptUrl: string): string {
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     // EPERM: it exists but is not ours, which still means alive.
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  // A killed orphan nobody has reaped yet (a container's init may never reap) is a zombie: gone, not running.
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
   }
 }
 
@@ -156,6 +164,7 @@ export class ServiceProcess {
     const child = spawn(process.execPath, [...nodeFlags(env), ...(opts.nodeArgs ?? []), opts.mainJs], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: opts.detached ?? false,
     });
     return new ServiceProcess(opts, child);
   }

@@ -78,4 +78,38 @@ describe('broker outage', () => {
     const ids = new Set(listed.data.map((e) => e.executionId));
     for (const e of [...before, ...after]) expect(ids.has(e.executionId as string)).toBe(true);
   });
+
+  it('a request resent after the broker restarted is stored once, though the broker forgot its id', async () => {
+    const service = `resend-${Date.now()}`;
+    const body = { executions: Array.from({ length: 20 }, () => execution({ service })) };
+    const headers = { 'idempotency-key': `resend-${Date.now()}` };
+    const first = await ingest(stack.service, tenant.keys.test!, body, headers);
+    expect(first.statusCode).toBe(202);
+    const listed = async () =>
+      json<{ total: number }>(
+        await get(stack.service, tenant.keys.test!, `/api/executions?serviceName=${service}&pageSize=1`),
+      ).total;
+    // Committed and acked: the stream no longer holds the message, so a restarted broker has no record of its id.
+    await eventually(listed, (n) => n === 20);
+    await stack.service.pipeline!.drained();
+
+    await stack.nats.stop();
+    await stack.nats.start();
+    const again = await eventually(
+      () => ingest(stack.service, tenant.keys.test!, body, headers),
+      (r) => r.statusCode === 202,
+    );
+    expect(json(again).duplicate).toBe(true);
+    // The same bytes without a key are the same request too (their id is the body's hash).
+    const sameBytes = await ingest(stack.service, tenant.keys.test!, body);
+    expect(sameBytes.statusCode).toBe(202);
+    const sameBytesAgain = await ingest(stack.service, tenant.keys.test!, body);
+    expect(json(sameBytesAgain).duplicate).toBe(true);
+
+    const marker = execution({ service });
+    expect((await ingest(stack.service, tenant.keys.test!, { executions: [marker] })).statusCode).toBe(202);
+    // Everything sent is committed (the resend was read and dropped by the pipeline, not left in the stream).
+    await stack.service.pipeline!.drained();
+    expect(await eventually(listed, (n) => n === 41)).toBe(41);
+  });
 });

@@ -1,8 +1,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IDEMPOTENCY_WINDOW_MS } from '../../schemas/broker-messages.js';
 import { ChunkSet } from '../../storage/columns.js';
-import { CommitJournal } from '../../storage/commit-journal.js';
+import { CommitJournal, type Delivery } from '../../storage/commit-journal.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
 import { removeOrphanTempFiles } from '../../storage/orphans.js';
@@ -121,40 +122,65 @@ describe('commit journal', () => {
     await fs.mkdir(path.join(data, 'executions'), { recursive: true });
     for (const n of ['a', 'b', 'c']) await fs.writeFile(tmp(n), n);
 
+    const T = Date.now();
+    /** Message n of the stream: request `r<n>` unless another id is given, stored at T + n ms. */
+    const d = (seq: number, id = `r${seq}`, storedAt = T + seq): Delivery => ({ seq, id, storedAt });
     const writer = new CommitJournal(data, 'wA');
     await writer.recover();
     await writer.commit({
       writerId: 'wA',
       commitNo: writer.nextCommitNo(),
       seqs: [1, 2],
+      ids: ['r1', 'r2'],
+      storedAt: [T + 1, T + 2],
       files: [{ tmpPath: tmp('a'), finalPath: fin('a') }],
     });
     expect(await fs.readFile(fin('a'), 'utf8')).toBe('a');
-    expect(await writer.isCommitted(2)).toBe(true);
-    expect(await writer.isCommitted(3)).toBe(false);
+    expect(await writer.isCommitted(d(2))).toBe(true);
+    expect(await writer.isCommitted(d(3))).toBe(false);
+    // A resend of request r2 that a restarted broker stored again, under a new sequence: the same request.
+    expect(await writer.isCommitted(d(7, 'r2', T + 60_000))).toBe(true);
+    // The same key reused once the idempotency window is over is a new request (CONTRACT §5).
+    expect(writer.knows(d(8, 'r2', T + 2 + IDEMPOTENCY_WINDOW_MS))).toBe(false);
+    expect(await writer.committedAmong([d(1), d(3), d(9, 'r1', T + 5000)])).toEqual(new Set([1, 9]));
 
     // A second writer commits seqs 3–4; its entry is durable but it "dies" before renaming file b.
     const entry = {
       writerId: 'wB',
       commitNo: 1,
       seqs: [3, 4],
+      ids: ['r3', 'r4'],
+      storedAt: [T + 3, T + 4],
       files: [{ tmpPath: tmp('b'), finalPath: fin('b') }],
     };
     await fs.writeFile(path.join(data, '_journal', 'wB-0000000001.json'), JSON.stringify(entry));
     // The first writer learns of it when a redelivered seq 4 arrives, and finishes the rename.
-    expect(await writer.isCommitted(4)).toBe(true);
+    expect(await writer.isCommitted(d(4))).toBe(true);
     expect(await fs.readFile(fin('b'), 'utf8')).toBe('b');
 
-    // A restarted process sees both entries.
-    const restarted = new CommitJournal(data, 'wC');
-    expect((await restarted.recover()).entries).toBe(2);
-    expect(await restarted.isCommitted(1)).toBe(true);
-    expect(await restarted.isCommitted(3)).toBe(true);
+    // An entry of an earlier version (sequences only) still answers by sequence.
+    await fs.writeFile(
+      path.join(data, '_journal', 'wZ-0000000001.json'),
+      JSON.stringify({ writerId: 'wZ', commitNo: 1, seqs: [5], files: [] }),
+    );
 
-    // Entries whose every seq is at or below the ack floor go.
-    expect(await restarted.prune(2)).toBe(1);
+    // A restarted process sees every entry.
+    const restarted = new CommitJournal(data, 'wC');
+    expect((await restarted.recover()).entries).toBe(3);
+    expect(await restarted.isCommitted(d(1))).toBe(true);
+    expect(await restarted.isCommitted(d(3))).toBe(true);
+    expect(await restarted.isCommitted(d(5, 'other'))).toBe(true);
+
+    // An entry goes once the ack floor has passed its every sequence and its newest request is older than the
+    // idempotency window: until then a resend after a broker restart would still be a copy.
+    const later = T + 10 + IDEMPOTENCY_WINDOW_MS;
+    expect(await restarted.prune(5, T + 60_000)).toBe(1); // the earlier version's entry: no window to keep
+    expect(await restarted.prune(1, later)).toBe(0);
+    expect(await restarted.prune(2, later)).toBe(1);
     expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual(['wB-0000000001.json']);
-    expect(await restarted.prune(4)).toBe(1);
+    expect(restarted.knows(d(2))).toBe(false);
+    expect(restarted.knows(d(3))).toBe(true);
+    expect(await restarted.prune(4, later)).toBe(1);
     expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
 
     // A committed file that vanished never passes for "already renamed": the entry is set aside and its
@@ -163,12 +189,14 @@ describe('commit journal', () => {
       writerId: 'wD',
       commitNo: 1,
       seqs: [9],
+      ids: ['r9'],
+      storedAt: [T + 9],
       files: [{ tmpPath: tmp('gone'), finalPath: fin('gone') }],
     };
     await fs.writeFile(path.join(data, '_journal', 'wD-0000000001.json'), JSON.stringify(lost));
     const afterLoss = new CommitJournal(data, 'wE');
     expect(await afterLoss.recover()).toMatchObject({ entries: 1, lost: 1 });
-    expect(await afterLoss.isCommitted(9)).toBe(false);
+    expect(await afterLoss.isCommitted(d(9))).toBe(false);
     await fs.rm(path.join(data, '_journal', 'wD-0000000001.json.lost'));
 
     // The uncommitted temporary file c is an orphan once it is old enough.

@@ -141,6 +141,7 @@ async function wire(
       maxMsgBytes: maxMessageBytes,
       ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
       maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
+      soleConsumer: nats !== null && role !== 'api',
       log: (msg) => log.warn(msg),
     });
     control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {

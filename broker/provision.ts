@@ -40,6 +40,12 @@ export interface ProvisionOptions {
   maxMsgBytes: number;
   ackWaitMs: number;
   maxAckPending: number;
+  /**
+   * This process is the consumer's only user (it embeds the broker): messages the consumer still counts as
+   * delivered went to a process that is gone. The consumer is made anew so they come back at once, not after the
+   * ack wait (the commit journal drops those already committed).
+   */
+  soleConsumer?: boolean;
   log?: (msg: string) => void;
 }
 
@@ -97,16 +103,26 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
     max_deliver: -1,
     max_ack_pending: opts.maxAckPending,
   };
+  let held: number | null = null;
   try {
-    await jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+    held = (await jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER)).num_ack_pending;
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  if (held !== null && held > 0 && opts.soleConsumer) {
+    // A work queue keeps its messages until they are acked, whatever happens to its consumer.
+    await jsm.consumers.delete(INGEST_STREAM, PIPELINE_CONSUMER);
+    opts.log?.(`${held} payloads held by a stopped process are delivered again now`);
+    held = null;
+  }
+  if (held === null) {
+    await jsm.consumers.add(INGEST_STREAM, consumer);
+  } else {
     await jsm.consumers.update(INGEST_STREAM, PIPELINE_CONSUMER, {
       ack_wait: consumer.ack_wait,
       max_deliver: consumer.max_deliver,
       max_ack_pending: consumer.max_ack_pending,
     });
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-    await jsm.consumers.add(INGEST_STREAM, consumer);
   }
   for (const bucket of Object.values(BUCKETS)) {
     await kvm.create(bucket, {

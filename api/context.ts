@@ -28,6 +28,11 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
   ],
   ['svc_pipeline_failed_messages_total', 'Messages whose processing threw (redelivered).', (s) => s.failed],
   [
+    'svc_pipeline_flush_failures_total',
+    'Batches that could not be written, e.g. on a full disk (retried; nothing lost).',
+    (s) => s.flushFailures,
+  ],
+  [
     'svc_pipeline_redelivered_skipped_total',
     'Redelivered messages already committed.',
     (s) => s.redeliveredSkipped,

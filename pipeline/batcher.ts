@@ -23,6 +23,8 @@ export interface BatcherOptions {
   /** Called once a message is acked or naked: it is no longer this process's to hold. */
   onSettled: (msg: JsMsg) => void;
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
+  /** A batch could not be written (nothing committed; its messages come again). */
+  onFailed?: (err: unknown) => void;
   /** Test seam: runs after a batch is committed and before its messages are acked. */
   afterCommit?: () => Promise<void> | void;
   /**
@@ -48,6 +50,14 @@ interface Batch {
   entries: BatchEntry[];
   rows: number;
 }
+
+/**
+ * How long a message whose batch could not be written waits before it comes again: 1 s, doubling with every
+ * failed delivery up to 16 s, so a full disk or a broken directory is retried without parsing the whole backlog
+ * again every second, and writing resumes within seconds of the cause going away.
+ */
+export const retryDelayMs = (deliveryCount: number) =>
+  1000 * 2 ** Math.min(4, Math.max(0, deliveryCount - 1));
 
 /**
  * Gathers parsed messages and flushes them, on size or on a timer, as one commit. Flushes never overlap; the
@@ -120,7 +130,7 @@ export class Batcher {
   #settle(entries: BatchEntry[], how: 'ack' | 'nak'): void {
     for (const e of entries) {
       if (how === 'ack') e.msg.ack();
-      else e.msg.nak(1000);
+      else e.msg.nak(retryDelayMs(e.msg.info.deliveryCount));
       this.#o.onSettled(e.msg);
     }
   }
@@ -172,6 +182,7 @@ export class Batcher {
         { err, messages: entries.length },
         'batch write failed; messages will be redelivered',
       );
+      this.#o.onFailed?.(err);
       this.#settle(entries, 'nak');
       return;
     }

@@ -15,7 +15,7 @@ import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
 import { WORKER_EXEC_ARGV, workerFile } from '../storage/worker-file.js';
-import { type BatchEntry, Batcher } from './batcher.js';
+import { type BatchEntry, Batcher, retryDelayMs } from './batcher.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
 
 export interface PipelineLog {
@@ -33,6 +33,8 @@ export interface PipelineStats {
   failed: number;
   /** Deliveries of a message this process already held (dropped; the held copy is acked). */
   duplicateDeliveries: number;
+  /** Batches that could not be written (a full disk…): nothing committed, their messages retried. */
+  flushFailures: number;
   executions: number;
   logs: number;
   metrics: number;
@@ -93,6 +95,7 @@ export class Pipeline {
     redeliveredSkipped: 0,
     failed: 0,
     duplicateDeliveries: 0,
+    flushFailures: 0,
     executions: 0,
     logs: 0,
     metrics: 0,
@@ -153,6 +156,7 @@ export class Pipeline {
       beforeCommit: (entries) => this.#recordIssues(entries),
       committedElsewhere: (ds) => this.#journal.committedAmong(ds),
       onSettled: (m) => this.#held.delete(m.seq),
+      onFailed: () => this.#stats.flushFailures++,
       onFlushed: (s) => {
         this.#stats.flushes++;
         this.#stats.rowsWritten += s.rows;
@@ -205,7 +209,7 @@ export class Pipeline {
       const p = this.#handle(m).catch((err) => {
         this.#stats.failed++;
         this.#o.log.error({ err, seq }, 'message processing failed; it will be redelivered');
-        m.nak(1000);
+        m.nak(retryDelayMs(m.info.deliveryCount));
         this.#held.delete(seq);
       });
       this.#inFlight.add(p);

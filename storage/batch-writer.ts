@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from './columns.js';
-import type { CommitJournal, Delivery } from './commit-journal.js';
+import { type CommitJournal, type Delivery, NotCommitted } from './commit-journal.js';
 import type { DatasetName } from './datasets.js';
 import { fsyncDir } from './fsync.js';
 import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
@@ -79,7 +79,7 @@ export class BatchWriter {
         finalPath: path.join(dir, fileName + PARQUET_SUFFIX),
       };
     });
-    const results = await Promise.all(
+    const encoded = await Promise.allSettled(
       planned.map((p) =>
         this.#pool.run(
           {
@@ -91,30 +91,40 @@ export class BatchWriter {
         ),
       ),
     );
-    // The temporary files are fsynced; their directory entries (and any directory mkdir just made) must be
-    // durable too before the journal says they exist.
-    const dirs = new Set<string>();
-    for (const p of planned) {
-      for (let d = path.dirname(p.tmpPath); d.length > this.#opts.dataDir.length; d = path.dirname(d))
-        dirs.add(d);
-    }
-    dirs.add(this.#opts.dataDir);
-    await Promise.all([...dirs].map(fsyncDir));
+    // Nothing is committed when a step before the commit point fails (a full disk, a failed issue upsert): the
+    // temporary files go at once, not after the orphan age, so a full disk does not fill further with retries.
+    const removeTemporary = () => Promise.all(planned.map((p) => fs.rm(p.tmpPath, { force: true })));
     try {
+      for (const r of encoded) if (r.status === 'rejected') throw r.reason;
+      // The temporary files are fsynced; their directory entries (and any directory mkdir just made) must be
+      // durable too before the journal says they exist.
+      const dirs = new Set<string>();
+      for (const p of planned) {
+        for (let d = path.dirname(p.tmpPath); d.length > this.#opts.dataDir.length; d = path.dirname(d))
+          dirs.add(d);
+      }
+      dirs.add(this.#opts.dataDir);
+      await Promise.all([...dirs].map(fsyncDir));
       await ready;
     } catch (err) {
-      await Promise.all(planned.map((p) => fs.rm(p.tmpPath, { force: true })));
+      await removeTemporary();
       throw err;
     }
-    await journal.commit({
-      writerId: journal.writerId,
-      commitNo,
-      seqs: deliveries.map((d) => d.seq),
-      ids: deliveries.map((d) => d.id),
-      storedAt: deliveries.map((d) => d.storedAt),
-      files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
-    });
-    const files = results.flatMap((r) => r.files);
+    try {
+      await journal.commit({
+        writerId: journal.writerId,
+        commitNo,
+        seqs: deliveries.map((d) => d.seq),
+        ids: deliveries.map((d) => d.id),
+        storedAt: deliveries.map((d) => d.storedAt),
+        files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
+      });
+    } catch (err) {
+      // Past the commit point (only its renames failed) the files are the batch's: they stay for recovery.
+      if (err instanceof NotCommitted) await removeTemporary();
+      throw err;
+    }
+    const files = encoded.flatMap((r) => (r.status === 'fulfilled' ? r.value.files : []));
     return {
       files: files.length,
       rows: files.reduce((s, f) => s + f.rows, 0),

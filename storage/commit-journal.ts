@@ -49,6 +49,9 @@ export interface CommitEntry {
 
 const ENTRY_SUFFIX = '.json';
 
+/** The commit point was not reached (the entry could not be written): the batch's files are not committed. */
+export class NotCommitted extends Error {}
+
 /** A file of a committed entry that is neither where it was written nor where it goes, nor compacted away. */
 class CommittedFileLost extends Error {}
 
@@ -223,7 +226,17 @@ export class CommitJournal {
   /** Makes the entry durable (the commit point), then renames the files into place. */
   async commit(entry: CommitEntry): Promise<void> {
     const name = `${entry.writerId}-${String(entry.commitNo).padStart(10, '0')}${ENTRY_SUFFIX}`;
-    await writeFileDurably(path.join(this.dir, name), JSON.stringify(entry));
+    const file = path.join(this.dir, name);
+    try {
+      await writeFileDurably(file, JSON.stringify(entry));
+    } catch (err) {
+      // Renamed into place with only its directory's fsync failing, it is committed: readers may have seen it.
+      const inPlace = await fs.access(file).then(
+        () => true,
+        () => false,
+      );
+      if (!inPlace) throw new NotCommitted(`commit entry ${name} not written`, { cause: err });
+    }
     this.#index(name, entry);
     try {
       await finishEntries([entry]);

@@ -19,12 +19,18 @@ export const fsyncFile = (file: string): Promise<void> => fsyncPath(file, 'r+');
 /** Replaces `target` with `text` atomically and durably: a temporary file, fsynced, renamed, its directory fsynced. */
 export async function writeFileDurably(target: string, text: string): Promise<void> {
   const tmp = `${target}.tmp`;
-  const fh = await fs.open(tmp, 'w');
   try {
-    await fh.writeFile(text);
-    await fh.sync();
-  } finally {
-    await fh.close();
+    const fh = await fs.open(tmp, 'w');
+    try {
+      await fh.writeFile(text);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  } catch (err) {
+    // A full disk: leave no partial file taking what little space there is.
+    await fs.rm(tmp, { force: true });
+    throw err;
   }
   await fs.rename(tmp, target);
   await fsyncDir(path.dirname(target));

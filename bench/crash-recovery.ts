@@ -33,11 +33,15 @@ import {
  */
 
 type KillMode = 'group' | 'service' | 'all';
+type Fault = 'kill' | 'broker-pause' | 'broker-kill';
 
 interface Options {
   loops: number;
   /** What the SIGKILL reaches: the service's process group, the service alone, or the group and the broker. */
   kill: KillMode;
+  /** kill: SIGKILL (see `kill`) and restart; broker-pause: SIGSTOP the broker for `pauseS`; broker-kill: SIGKILL it. */
+  fault: Fault;
+  pauseS: number;
   /** Resend a request whose answer was lost (reset, refused, 503) under its idempotency key until it is accepted. */
   retry: boolean;
   /** CPU-bound processes run beside the service, for the races a busy machine shows. */
@@ -62,6 +66,10 @@ const USAGE = `usage: node dist/bench/crash-recovery.js [options]
   --kill MODE          all: SIGKILL the service's process group and its nats-server (default);
                        group: the process group only (the broker, in a group of its own, is left to the
                        restart to stop); service: the service process only
+  --fault F            kill: SIGKILL as --kill says, then restart the service (default);
+                       broker-pause: SIGSTOP the broker for --pause seconds, then SIGCONT;
+                       broker-kill: SIGKILL the broker (the service starts it again)
+  --pause S            seconds of a broker pause (10)
   --no-retry           class lost answers as in doubt instead of resending them under their idempotency key
   --burn N             CPU-bound processes beside the service (0)
   --batch N            executions per request (100)
@@ -83,6 +91,8 @@ function parseOptions(args: string[]): Options {
     options: {
       loops: { type: 'string', default: '8' },
       kill: { type: 'string', default: 'all' },
+      fault: { type: 'string', default: 'kill' },
+      pause: { type: 'string', default: '10' },
       'no-retry': { type: 'boolean', default: false },
       burn: { type: 'string', default: '0' },
       batch: { type: 'string', default: '100' },
@@ -114,9 +124,14 @@ function parseOptions(args: string[]): Options {
   const ackRaw = values['ack-wait-ms'] ?? process.env.CONSUMER_ACK_WAIT_MS;
   const kill = values.kill as KillMode;
   if (!['group', 'service', 'all'].includes(kill)) throw new Error('--kill must be all, group or service');
+  const fault = values.fault as Fault;
+  if (!['kill', 'broker-pause', 'broker-kill'].includes(fault))
+    throw new Error('--fault must be kill, broker-pause or broker-kill');
   return {
     loops: Math.floor(num('loops', values.loops, 1, 256)),
     kill,
+    fault,
+    pauseS: num('pause', values.pause, 0.1, 600),
     retry: !values['no-retry'],
     burn: Math.floor(num('burn', values.burn, 0, 64)),
     batch: Math.floor(num('batch', values.batch, 1, 1000)),
@@ -162,6 +177,9 @@ interface IngestState {
   /** 202s marked duplicate on a retry: an earlier attempt had been stored (expected, and exactly once). */
   retriedDuplicates: number;
   attempts: number;
+  /** 503 answers, and those of them without a retry-after header (CONTRACT §3: never). */
+  unavailable: number;
+  unavailableWithoutRetryAfter: number;
   /** Until when a lost answer is sent again; set when ingestion stops. */
   retryDeadline: number;
   errorKinds: Map<string, number>;
@@ -179,12 +197,20 @@ interface KillRecord {
   restartedPid: number;
   readyAfterMs: number;
   newNatsPid: number | null;
-  /** Kill → first 202 from the new process. */
+  /** Kill → first 202 from the new process (broker faults: from the fault's end). */
   firstAcceptAfterMs: number | null;
+  /** When a broker pause ended, or a killed broker was back (null: the service was killed). */
+  resumedAt: number | null;
   /** Executions accepted before this kill. */
   acceptedBefore: number;
   /** Restart ready → every execution accepted before the kill listed again (null: not within the wait). */
   visibleAfterMs: number | null;
+}
+
+function faultName(opts: Options): string {
+  if (opts.fault === 'broker-pause') return `the broker stopped (SIGSTOP) for ${opts.pauseS} s`;
+  if (opts.fault === 'broker-kill') return 'kill -9 of the broker alone';
+  return `kill -9 of ${opts.kill === 'all' ? 'the group and the broker' : `the ${opts.kill}`}`;
 }
 
 const execId = (prefix: string, reqNo: number, i: number) => `${prefix}-${reqNo}-${i}`;
@@ -200,6 +226,8 @@ const NEVER_SENT = new Set(['ECONNREFUSED']);
 
 interface Attempt {
   outcome: Outcome;
+  /** A 503 without retry-after. */
+  noRetryAfter?: boolean;
   detail?: string;
   /** 202 with `duplicate: true`: the broker had stored an earlier attempt. */
   duplicate?: boolean;
@@ -233,6 +261,7 @@ async function sendOnce(pool: Pool, key: string, idempotencyKey: string, body: s
         outcome: 'inDoubt',
         detail: '503',
         retryAfterMs: Number.isFinite(after) ? after * 1000 : 1000,
+        noRetryAfter: res.headers['retry-after'] === undefined,
       };
     }
     return { outcome: 'other', detail: `${res.statusCode} ${text.slice(0, 200)}` };
@@ -282,6 +311,10 @@ async function ingestLoop(
         state.otherStatuses.set(status, (state.otherStatuses.get(status) ?? 0) + 1);
       }
       if (a.outcome === 'inDoubt') anyInDoubt = true;
+      if (a.detail === '503') {
+        state.unavailable++;
+        if (a.noRetryAfter) state.unavailableWithoutRetryAfter++;
+      }
       const retryable = a.outcome === 'refused' || a.outcome === 'inDoubt';
       if (!retryable || !opts.retry || Date.now() >= state.retryDeadline) {
         // A refused last attempt after an earlier one in doubt is still in doubt: that one may be stored.
@@ -549,6 +582,8 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
     duplicateFlags: 0,
     retriedDuplicates: 0,
     attempts: 0,
+    unavailable: 0,
+    unavailableWithoutRetryAfter: 0,
     retryDeadline: Number.POSITIVE_INFINITY,
     errorKinds: new Map(),
     otherStatuses: new Map(),
@@ -594,6 +629,44 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       const natsBefore = await natsServerPid(dataDir);
       const acceptedBefore = state.records.filter((r) => r.outcome === 'accepted').length * opts.batch;
       const killedAt = Date.now();
+      if (opts.fault !== 'kill') {
+        if (natsBefore === null) throw new Error('no nats-server to fault');
+        state.segment = k;
+        let natsAfter: number | null = natsBefore;
+        if (opts.fault === 'broker-pause') {
+          process.kill(natsBefore, 'SIGSTOP');
+          log(`fault ${k}: nats-server ${natsBefore} stopped (SIGSTOP) for ${opts.pauseS} s`);
+          await sleep(opts.pauseS * 1000);
+          process.kill(natsBefore, 'SIGCONT');
+        } else {
+          process.kill(natsBefore, 'SIGKILL');
+          log(`fault ${k}: nats-server ${natsBefore} killed (SIGKILL)`);
+          const until = Date.now() + 60_000;
+          do {
+            await sleep(50);
+            natsAfter = await natsServerPid(dataDir);
+          } while ((natsAfter === null || natsAfter === natsBefore) && Date.now() < until);
+        }
+        const resumedAt = Date.now();
+        kills.push({
+          n: k,
+          killedPid: natsBefore,
+          killedAt,
+          orphanNatsPid: null,
+          orphanAliveAfterKill: false,
+          orphanGoneAfterRestart: null,
+          restartedPid: victim.pid,
+          readyAfterMs: resumedAt - killedAt,
+          newNatsPid: natsAfter,
+          firstAcceptAfterMs: null,
+          resumedAt,
+          acceptedBefore,
+          visibleAfterMs: null,
+        });
+        watchers.push(watchVisible(kills.at(-1)!, resumedAt));
+        log(`fault ${k}: broker back after ${resumedAt - killedAt} ms (nats-server ${natsAfter ?? '-'})`);
+        continue;
+      }
       if (opts.kill === 'service') process.kill(victim.pid, 'SIGKILL');
       else process.kill(-victim.pid, 'SIGKILL');
       if (opts.kill === 'all' && natsBefore !== null) process.kill(natsBefore, 'SIGKILL');
@@ -619,6 +692,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
         readyAfterMs: next.readyMs,
         newNatsPid: natsAfter,
         firstAcceptAfterMs: null,
+        resumedAt: null,
         acceptedBefore,
         visibleAfterMs: null,
       });
@@ -636,8 +710,9 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
     const accepted = byOutcome('accepted');
     const acceptedExecutions = accepted.length * opts.batch;
     for (const kr of kills) {
-      const firstAfter = accepted.find((r) => r.segment === kr.n);
-      kr.firstAcceptAfterMs = firstAfter ? firstAfter.at - kr.killedAt : null;
+      const from = kr.resumedAt ?? kr.killedAt;
+      const firstAfter = accepted.find((r) => r.segment === kr.n && r.at >= from);
+      kr.firstAcceptAfterMs = firstAfter ? firstAfter.at - from : null;
     }
     log(
       `ingestion stopped after ${((ingestEnd - ingestStart) / 1000).toFixed(1)} s: ${accepted.length} requests accepted ` +
@@ -759,6 +834,11 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       },
       { name: 'no 202 marked duplicate', ok: state.duplicateFlags === 0, detail: `${state.duplicateFlags}` },
       {
+        name: 'every 503 says when to retry',
+        ok: state.unavailableWithoutRetryAfter === 0,
+        detail: `${state.unavailableWithoutRetryAfter} of ${state.unavailable} without retry-after`,
+      },
+      {
         name: 'no unexpected HTTP status',
         ok: other.length === 0,
         detail: [...state.otherStatuses].map(([s, n]) => `${s}×${n}`).join(', ') || 'none',
@@ -778,6 +858,10 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       ['accepted executions', acceptedExecutions],
       ['refused requests (conn refused)', refused.length],
       ['in-doubt requests (reset/503)', inDoubt.length],
+      [
+        '503 answers (all with retry-after?)',
+        `${state.unavailable} (${state.unavailableWithoutRetryAfter} without)`,
+      ],
       ['attempts (with retries)', state.attempts],
       ['202 duplicate on a retry', state.retriedDuplicates],
       ['other-status requests', other.length],
@@ -803,7 +887,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       ['RESULT', pass ? 'PASS' : 'FAIL'],
     ];
     process.stdout.write(
-      `\ncrash recovery (kill -9 of ${opts.kill === 'all' ? 'the group and the broker' : `the ${opts.kill}`} during ingestion${opts.retry ? ', lost answers resent' : ''}${opts.burn ? `, ${opts.burn} CPU burners` : ''}), ${opts.loops} loops × ${opts.batch} executions/request\n`,
+      `\ncrash recovery (${faultName(opts)} during ingestion${opts.retry ? ', lost answers resent' : ''}${opts.burn ? `, ${opts.burn} CPU burners` : ''}), ${opts.loops} loops × ${opts.batch} executions/request\n`,
     );
     process.stdout.write(`${table(summary)}\n\nchecks:\n`);
     for (const c of checks) process.stdout.write(`  ${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);

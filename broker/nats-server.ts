@@ -140,8 +140,8 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
   let child: ChildProcess | null = null;
   let stopping = false;
 
-  const launch = async () => {
-    stopping = false;
+  /** Starts one nats-server and waits until it takes connections. */
+  const spawnOnce = async () => {
     // Its own process group: a terminal's Ctrl-C reaches only the service, which stops the broker last.
     const proc = spawn(bin, ['-c', confFile], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     child = proc;
@@ -151,14 +151,38 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     proc.stdout?.on('data', forward);
     proc.stderr?.on('data', forward);
     let exited = false;
+    let ready = false;
     proc.once('exit', (code, signal) => {
       exited = true;
       if (child === proc) child = null;
-      if (!stopping) log(`nats-server exited unexpectedly (code ${code}, signal ${signal})`);
+      if (stopping || !ready) return;
+      log(`nats-server exited unexpectedly (code ${code}, signal ${signal}); starting it again`);
+      void restart();
     });
     await fs.writeFile(pidFile, String(proc.pid));
     await waitFor(async () => exited || (await canConnect(port)), 30_000, `nats-server on port ${port}`);
     if (exited) throw new Error(`nats-server failed to start on port ${port}; see its log lines above`);
+    ready = true;
+  };
+
+  /** A broker that died on its own is started again (its store is on disk), with a growing pause between tries. */
+  const restart = async () => {
+    for (let attempt = 0; !stopping; attempt++) {
+      await new Promise((r) => setTimeout(r, Math.min(10_000, 250 * 2 ** attempt)));
+      if (stopping || child) return;
+      try {
+        await spawnOnce();
+        log('nats-server started again');
+        return;
+      } catch (err) {
+        log(`nats-server did not start again: ${(err as Error).message}`);
+      }
+    }
+  };
+
+  const launch = async () => {
+    stopping = false;
+    await spawnOnce();
   };
 
   const stop = async () => {

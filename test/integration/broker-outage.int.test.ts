@@ -1,3 +1,5 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTenant,
@@ -111,5 +113,36 @@ describe('broker outage', () => {
     // Everything sent is committed (the resend was read and dropped by the pipeline, not left in the stream).
     await stack.service.pipeline!.drained();
     expect(await eventually(listed, (n) => n === 41)).toBe(41);
+  });
+
+  it('a broker that dies is started again, and what it had accepted is all stored', async () => {
+    const service = `broker-kill-${Date.now()}`;
+    const pidFile = path.join(stack.dir, 'nats', 'nats-server.pid');
+    const pid = Number(await fs.readFile(pidFile, 'utf8'));
+    const sent = Array.from({ length: 40 }, () => execution({ service }));
+    expect(
+      (await ingest(stack.service, tenant.keys.test!, { executions: sent.slice(0, 20) })).statusCode,
+    ).toBe(202);
+    process.kill(pid, 'SIGKILL');
+    await eventually(
+      async () => Number(await fs.readFile(pidFile, 'utf8')),
+      (p) => p !== pid,
+      20_000,
+    );
+    const after = await eventually(
+      () => ingest(stack.service, tenant.keys.test!, { executions: sent.slice(20) }),
+      (r) => r.statusCode === 202,
+      20_000,
+    );
+    expect(json(after).duplicate).toBe(false);
+    const listed = await eventually(
+      async () =>
+        json<{ total: number }>(
+          await get(stack.service, tenant.keys.test!, `/api/executions?serviceName=${service}&pageSize=1`),
+        ).total,
+      (n) => n === 40,
+      20_000,
+    );
+    expect(listed).toBe(40);
   });
 });

@@ -374,4 +374,14 @@ export class ControlPlane {
   onSettingsChange(listener: (workspaceId: string, settings: Settings | null) => void): void {
     this.#settings.onChange(listener);
   }
+
+  /** Called when this process learns of a key's change (created, used, revoked), from any process. */
+  onKeyChange(listener: (keyId: string, key: ApiKeyRecord | null) => void): void {
+    this.#keys.onChange(listener);
+  }
+
+  /** Called when this process learns of a session's change (made, ended), from any process. */
+  onSessionChange(listener: (sessionId: string, session: SessionRecord | null) => void): void {
+    this.#sessions.onChange(listener);
+  }
 }

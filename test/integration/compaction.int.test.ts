@@ -6,7 +6,7 @@ import { compactPartition } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
 import { byIdPartsOf, legacyIdIndexPath, MANIFEST } from '../../storage/manifest.js';
-import { execution, ingest, startStack, type TestStack } from '../support/env.js';
+import { eventually, execution, ingest, startStack, type TestStack } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
 
 let stack: TestStack;
@@ -73,7 +73,12 @@ describe('compaction', () => {
       while (!stop) counts.push(await total(window));
     })();
     const pass = await stack.service.pipeline!.compact();
-    await new Promise((r) => setTimeout(r, 200));
+    // A few more reads after the manifest changed.
+    const seen = counts.length;
+    await eventually(
+      async () => counts.length,
+      (n) => n >= seen + 3,
+    );
     stop = true;
     await loop;
     expect(pass?.partitions).toBeGreaterThanOrEqual(1);
@@ -84,9 +89,17 @@ describe('compaction', () => {
     expect(after.map((f) => path.basename(f))).toEqual([expect.stringMatching(/^c-/)]);
     // The replaced files stay for the grace period (queries in flight), then go.
     await expect(fs.access(before[0]!)).resolves.toBeUndefined();
-    await new Promise((r) => setTimeout(r, 1600));
-    await stack.service.pipeline!.compact();
-    await expect(fs.access(before[0]!)).rejects.toThrow();
+    const passes = await eventually(
+      async () => {
+        await stack.service.pipeline!.compact();
+        return fs.access(before[0]!).then(
+          () => 'kept',
+          () => 'deleted',
+        );
+      },
+      (state) => state === 'deleted',
+    );
+    expect(passes).toBe('deleted');
     expect(await total(window)).toBe(200);
     const manifest = JSON.parse(await fs.readFile(path.join(path.dirname(after[0]!), MANIFEST), 'utf8'));
     expect(manifest.deleted).toHaveLength(8);

@@ -21,7 +21,11 @@ beforeAll(async () => {
     token: owner.session,
     body: { indexedContextKeys: ['customer.tier', 'cart.items', 'flags.beta'] },
   });
-  await new Promise((r) => setTimeout(r, 300));
+  // The pipeline reads the indexed keys from this process's copy of the settings.
+  await eventually(
+    async () => stack.service.control.settingsOf(owner.workspaceId).indexedContextKeys,
+    (keys) => keys.includes('flags.beta'),
+  );
   // Deterministic, varied data: every filter below has something to match and something to miss.
   const items = Array.from({ length: 240 }, (_, i) =>
     execution({

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectBroker } from '../../broker/connection.js';
+import { INGEST_STREAM, PIPELINE_CONSUMER } from '../../broker/provision.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import {
   createTenant,
@@ -128,7 +129,16 @@ describe('a message held longer than the ack wait', () => {
       const ex = execution({ service: 'held' });
       expect((await ingest(slow.service, t.keys.test!, { executions: [ex] })).statusCode).toBe(202);
       await slow.service.pipeline!.drained();
-      await new Promise((r) => setTimeout(r, 1500)); // a late redelivery would land meanwhile
+      // Every delivery the server made (redeliveries included) has reached the pipeline: a late copy would be
+      // written by now, not still on its way.
+      const { delivered } = await slow.service.broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+      await eventually(
+        async () => {
+          const s = slow.service.pipeline!.stats();
+          return s.messages + s.duplicateDeliveries;
+        },
+        (seen) => seen >= delivered.consumer_seq,
+      );
       await slow.service.pipeline!.drained();
       const res = await get(slow.service, t.keys.test!, '/api/executions?serviceName=held');
       expect(json<{ total: number }>(res).total).toBe(1);

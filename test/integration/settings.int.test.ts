@@ -82,7 +82,11 @@ describe('workspace settings', () => {
       ],
     });
     expect(res.statusCode).toBe(200);
-    await new Promise((r) => setTimeout(r, 1000)); // the contract's propagation bound
+    // The pipeline classifies with its process's copy of the settings: the change must have reached it.
+    await eventually(
+      async () => stack.service.control.settingsOf(owner.workspaceId).outcomeRules.length,
+      (n) => n === 2,
+    );
     const after = execution({ service: 'rules', endpoint: '/cart/2', statusCode: 404 });
     const unmatched = execution({ service: 'rules', endpoint: '/other', statusCode: 404 });
     await ingest(stack.service, owner.testKey, { executions: [after, unmatched] });

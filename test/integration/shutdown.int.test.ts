@@ -30,8 +30,8 @@ const alive = (pid: number) => {
 };
 
 /** Starts the service in a process group of its own; answers once it listens, with its broker's pid. */
-async function startGroup(name: string) {
-  const dir = await tempDir(name);
+async function startGroup(name: string, opts: { dir?: string; nodeArgs?: string[] } = {}) {
+  const dir = opts.dir ?? (await tempDir(name));
   dirs.push(dir);
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -43,7 +43,7 @@ async function startGroup(name: string) {
   };
   // Its own embedded broker, as `npm start` runs it.
   delete env.NATS_URL;
-  const child = spawn(process.execPath, [MAIN], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN], {
     env,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -64,8 +64,15 @@ async function startGroup(name: string) {
   const natsPid = Number(await fs.readFile(path.join(dir, 'data', 'nats', 'nats-server.pid'), 'utf8'));
   brokers.push(natsPid);
   expect(alive(natsPid)).toBe(true);
-  return { child, natsPid, exited, log: () => out };
+  return { child, natsPid, exited, dir, log: () => out };
 }
+
+const gone = (pid: number) =>
+  eventually(
+    async () => alive(pid),
+    (running) => !running,
+    15_000,
+  );
 
 describe('stopping the whole process group', () => {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
@@ -83,4 +90,38 @@ describe('stopping the whole process group', () => {
       );
     }, 90_000);
   }
+});
+
+describe('the other ways a service ends', () => {
+  it('SIGTERM to the service alone: a clean stop, no broker left', async () => {
+    const s = await startGroup('shutdown-process');
+    process.kill(s.child.pid!, 'SIGTERM');
+    expect(await s.exited, s.log()).toBe(0);
+    expect(s.log()).toContain('"msg":"stopped"');
+    await gone(s.natsPid);
+  }, 90_000);
+
+  it('a crash (an uncaught exception) takes its broker with it', async () => {
+    const dir = await tempDir('shutdown-crash');
+    // Throws from a signal handler: an exception nothing catches, as a bug would throw.
+    const preload = path.join(dir, 'crash-on-usr2.mjs');
+    await fs.writeFile(preload, "process.on('SIGUSR2', () => { throw new Error('a bug'); });\n");
+    const s = await startGroup('shutdown-crash', { dir, nodeArgs: ['--import', preload] });
+    process.kill(s.child.pid!, 'SIGUSR2');
+    expect(await s.exited, s.log()).not.toBe(0);
+    await gone(s.natsPid);
+  }, 90_000);
+
+  it('SIGKILL, which no process can answer: the next start stops the broker it left, then runs as usual', async () => {
+    const first = await startGroup('shutdown-kill');
+    process.kill(first.child.pid!, 'SIGKILL');
+    await first.exited;
+    expect(alive(first.natsPid)).toBe(true);
+    const second = await startGroup('shutdown-kill', { dir: first.dir });
+    await gone(first.natsPid);
+    expect(second.natsPid).not.toBe(first.natsPid);
+    process.kill(-second.child.pid!, 'SIGTERM');
+    expect(await second.exited, second.log()).toBe(0);
+    await gone(second.natsPid);
+  }, 120_000);
 });

@@ -42,6 +42,8 @@ interface Options {
   /** kill: SIGKILL (see `kill`) and restart; broker-pause: SIGSTOP the broker for `pauseS`; broker-kill: SIGKILL it. */
   fault: Fault;
   pauseS: number;
+  /** Extra service environment (KEY=VALUE). */
+  env: Record<string, string>;
   /** Resend a request whose answer was lost (reset, refused, 503) under its idempotency key until it is accepted. */
   retry: boolean;
   /** CPU-bound processes run beside the service, for the races a busy machine shows. */
@@ -69,7 +71,9 @@ const USAGE = `usage: node dist/bench/crash-recovery.js [options]
   --fault F            kill: SIGKILL as --kill says, then restart the service (default);
                        broker-pause: SIGSTOP the broker for --pause seconds, then SIGCONT;
                        broker-kill: SIGKILL the broker (the service starts it again)
-  --pause S            seconds of a broker pause (10)
+  --pause S            seconds of a broker pause (10); longer than the service's PUBLISH_TIMEOUT_MS (5000)
+                       for the pause to be answered with 503s
+  --env KEY=VALUE      service environment, repeatable (e.g. --env PUBLISH_TIMEOUT_MS=1000)
   --no-retry           class lost answers as in doubt instead of resending them under their idempotency key
   --burn N             CPU-bound processes beside the service (0)
   --batch N            executions per request (100)
@@ -93,6 +97,7 @@ function parseOptions(args: string[]): Options {
       kill: { type: 'string', default: 'all' },
       fault: { type: 'string', default: 'kill' },
       pause: { type: 'string', default: '10' },
+      env: { type: 'string', multiple: true, default: [] },
       'no-retry': { type: 'boolean', default: false },
       burn: { type: 'string', default: '0' },
       batch: { type: 'string', default: '100' },
@@ -132,6 +137,13 @@ function parseOptions(args: string[]): Options {
     kill,
     fault,
     pauseS: num('pause', values.pause, 0.1, 600),
+    env: Object.fromEntries(
+      (values.env ?? []).map((kv) => {
+        const at = kv.indexOf('=');
+        if (at < 1) throw new Error(`--env ${kv}: expected KEY=VALUE`);
+        return [kv.slice(0, at), kv.slice(at + 1)];
+      }),
+    ),
     retry: !values['no-retry'],
     burn: Math.floor(num('burn', values.burn, 0, 64)),
     batch: Math.floor(num('batch', values.batch, 1, 1000)),
@@ -566,7 +578,7 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
       dataDir,
       port,
       logLevel: opts.logLevel,
-      env: opts.ackWaitFromArgs ? { CONSUMER_ACK_WAIT_MS: String(opts.ackWaitMs) } : {},
+      env: { ...opts.env, ...(opts.ackWaitFromArgs ? { CONSUMER_ACK_WAIT_MS: String(opts.ackWaitMs) } : {}) },
     });
     svc = s;
     starts.push(s);
@@ -833,6 +845,15 @@ export async function main(args: string[] = process.argv.slice(2)): Promise<Cras
         detail: `${lookups.filter((l) => l.total === 1).length}/${lookups.length}`,
       },
       { name: 'no 202 marked duplicate', ok: state.duplicateFlags === 0, detail: `${state.duplicateFlags}` },
+      ...(opts.fault === 'broker-pause'
+        ? [
+            {
+              name: 'the stopped broker answered with 503s',
+              ok: state.unavailable > 0,
+              detail: `${state.unavailable}`,
+            },
+          ]
+        : []),
       {
         name: 'every 503 says when to retry',
         ok: state.unavailableWithoutRetryAfter === 0,

@@ -1,11 +1,13 @@
 import fastifyCookie from '@fastify/cookie';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifySchema } from 'fastify';
 import { ulid } from 'ulid';
+import { installAnswerCheck } from './answer-check.js';
 import type { Need } from './auth.js';
 import { installBodyParser } from './body-parser.js';
 import { createContext } from './context.js';
 import type { AppDeps } from './deps.js';
 import { installErrorHandler } from './error-handler.js';
+import { registerOpenApi } from './openapi.js';
 import { authRoutes } from './routes/auth.js';
 import { executionRoutes } from './routes/executions.js';
 import { healthRoutes } from './routes/health.js';
@@ -17,14 +19,16 @@ import { logRoutes } from './routes/logs.js';
 import { metricRoutes } from './routes/metrics.js';
 import { operationsRoutes } from './routes/operations.js';
 import { workspaceRoutes } from './routes/workspace.js';
+import { requestValidator } from './validate.js';
 
 export const API_VERSION = '2026-11-beta';
 
-/** A route as registered, and what its caller needs (null: nothing, it is public). */
+/** A route as registered, what its caller needs (null: nothing, it is public), and the schemas it declares. */
 export interface RegisteredRoute {
   method: string;
   url: string;
   need: Need | null;
+  schema: FastifySchema | null;
 }
 
 declare module 'fastify' {
@@ -66,6 +70,13 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     }
   });
   installErrorHandler(app);
+  // Each route declares its zod schemas: requests are validated with them (after the guard, so 401 and 403 come
+  // first); answers are sent with plain JSON.stringify, and checked against them only with VALIDATE_ANSWERS
+  // (answer-check.ts says why).
+  app.setValidatorCompiler(requestValidator);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  if (deps.config.VALIDATE_ANSWERS) installAnswerCheck(app);
+  await registerOpenApi(app, API_VERSION);
   installBodyParser(app, {
     maxBytes: deps.config.BODY_MAX_BYTES,
     maxDecodedBytes: deps.config.BODY_MAX_DECODED_BYTES,
@@ -76,7 +87,12 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
   app.addHook('onRoute', (r) => {
     for (const method of [r.method].flat()) {
       if (method === 'HEAD') continue;
-      routeTable.push({ method, url: r.url, need: (r.config as { need?: Need } | undefined)?.need ?? null });
+      routeTable.push({
+        method,
+        url: r.url,
+        need: (r.config as { need?: Need } | undefined)?.need ?? null,
+        schema: r.schema ?? null,
+      });
     }
   });
   for (const routes of [

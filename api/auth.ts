@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { ControlPlane } from '../control/control-plane.js';
 import type { Permission, Role } from '../schemas/control.js';
 import { forbidden, unauthorized } from '../schemas/errors.js';
@@ -36,6 +37,8 @@ function bearer(req: FastifyRequest): string | null {
 declare module 'fastify' {
   interface FastifyRequest {
     principal?: Principal;
+    /** The mode a route that takes `mode` works in, bound by the guard (bindMode). */
+    mode?: Mode;
   }
   interface FastifyContextConfig {
     /** What the route needs: checked in onRequest, before the body is read (CONTRACT §3: 401 comes first). */
@@ -123,6 +126,26 @@ export function resolveMode(p: Principal, requested: unknown): Mode {
   if (p.kind === 'session') return valid ? (requested as Mode) : 'test';
   if (requested === undefined || requested === p.mode || !valid) return p.mode; // an invalid value: validation says so
   throw forbidden(`a ${p.mode} key cannot use ${requested} data`);
+}
+
+/** Whether the route's query takes `mode`: every route that reads or changes one mode's data. */
+function takesMode(req: FastifyRequest): boolean {
+  const query = req.routeOptions.schema?.querystring;
+  return query instanceof z.ZodObject && Object.hasOwn(query.shape, 'mode');
+}
+
+/**
+ * Binds the request's mode (resolveMode) when its route takes one: in the guard, before the query is validated,
+ * as naming the other mode is FORBIDDEN and that comes before any VALIDATION_ERROR (CONTRACT §3).
+ */
+export function bindMode(req: FastifyRequest, p: Principal): void {
+  if (takesMode(req)) req.mode = resolveMode(p, (req.query as Record<string, unknown>).mode);
+}
+
+/** The mode the guard bound for this request. */
+export function modeOf(req: FastifyRequest): Mode {
+  if (!req.mode) throw new Error(`route ${req.routeOptions.url} takes no mode`);
+  return req.mode;
 }
 
 /** The session cookie's attributes: not for scripts, sent on top-level navigation, `Secure` over HTTPS. */

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { PipelineStats } from '../pipeline/pipeline.js';
-import { authenticate, type Need, type Principal } from './auth.js';
+import { authenticate, bindMode, type Need, type Principal } from './auth.js';
 import type { AppDeps } from './deps.js';
 import { enforce, LoginThrottle, RateLimiter } from './rate-limit.js';
 
@@ -126,7 +126,10 @@ export type ApiMetrics = ReturnType<typeof createMetrics>;
 export interface ApiContext extends AppDeps {
   metrics: ApiMetrics;
   loginThrottle: LoginThrottle;
-  /** Authenticates, authorizes and rate-limits a request (ingest routes by the ingest rate, others by read). */
+  /**
+   * Authenticates, authorizes and rate-limits a request (ingest routes by the ingest rate, others by read), and
+   * binds its mode.
+   */
   guard(req: FastifyRequest, reply: FastifyReply, need: Need): Promise<Principal>;
 }
 
@@ -142,6 +145,7 @@ export function createContext(deps: AppDeps): ApiContext {
       const p = await authenticate(req, deps.control, need);
       const limiter = need === 'ingest' ? ingestLimiter : readLimiter;
       enforce(reply, limiter.take(`${p.kind}:${p.kind === 'session' ? p.tokenHash : p.id}`));
+      bindMode(req, p);
       return p;
     },
   };

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import { brokerUnavailable, isBrokerOutage } from '../broker/errors.js';
 import { type ErrorBody, ServiceError } from '../schemas/errors.js';
 import { scrubSecrets } from './log-redaction.js';
+import { fromValidation } from './validate.js';
 
 /** Fastify's own errors, translated to contract codes. */
 function fromFastify(err: FastifyError): ServiceError | null {
@@ -33,7 +34,7 @@ export function installErrorHandler(app: FastifyInstance): void {
         ? err
         : isBrokerOutage(err)
           ? brokerUnavailable()
-          : fromFastify(err as FastifyError);
+          : (fromValidation(err, req) ?? fromFastify(err as FastifyError));
     const e =
       known ??
       new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');

@@ -1,5 +1,12 @@
 import path from 'node:path';
-import type { Mode, Outcome } from '../schemas/records.js';
+import type {
+  ExceptionItem,
+  OutcomeEvidenceItem,
+  RequestItem,
+  ResponseItem,
+} from '../schemas/ingest-items.js';
+import type { IssueStatus } from '../schemas/issues.js';
+import type { ExecutionSource, Mode, Outcome } from '../schemas/records.js';
 import { HOUR_MS } from '../schemas/time.js';
 import type { DatasetName } from '../storage/datasets.js';
 import type { BuiltQuery, QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
@@ -9,6 +16,7 @@ import { type Constraint, constraintSql } from './constraints.js';
 import {
   type ColumnRef,
   type ContextFilter,
+  type ContextValue,
   columnRef,
   contextFilterSql,
   matchedValueSql,
@@ -133,7 +141,7 @@ export interface ExecutionSummary {
   service: string;
   environment: string;
   mode: Mode;
-  source: string;
+  source: ExecutionSource;
   endpoint: string;
   method: string | null;
   statusCode: number | null;
@@ -142,7 +150,8 @@ export interface ExecutionSummary {
   startedAt: string;
   issueId: string | null;
   exceptionType: string | null;
-  matchedContext?: Record<string, unknown>;
+  /** Per context filter, the value that matched (null: none). */
+  matchedContext?: Record<string, ContextValue | null>;
 }
 
 function toSummary(r: Row, mode: Mode): ExecutionSummary {
@@ -152,7 +161,7 @@ function toSummary(r: Row, mode: Mode): ExecutionSummary {
     service: r.service as string,
     environment: r.environment as string,
     mode,
-    source: r.source as string,
+    source: r.source as ExecutionSource,
     endpoint: r.endpoint as string,
     method: (r.method as string | null) ?? null,
     statusCode: num(r.status_code),
@@ -200,7 +209,7 @@ export async function listExecutions(
     const summary: ExecutionSummary = toSummary(r, f.mode);
     if (p.includeMatchedContext && f.context?.length) {
       summary.matchedContext = Object.fromEntries(
-        f.context.map((c, k) => [c.path, json(r[`matched_${k}`]) ?? null]),
+        f.context.map((c, k) => [c.path, (json(r[`matched_${k}`]) as ContextValue | null) ?? null]),
       );
     }
     return summary;
@@ -211,14 +220,15 @@ export async function listExecutions(
 export interface ExecutionDetail extends ExecutionSummary {
   spanId: string | null;
   parentSpanId: string | null;
-  context: unknown;
-  request: unknown;
-  response: unknown;
-  exception: unknown;
+  /** The nested parts as ingested, normalized and scrubbed (CONTRACT §5). */
+  context: Record<string, unknown> | null;
+  request: RequestItem | null;
+  response: ResponseItem | null;
+  exception: ExceptionItem | null;
   outcomeReason: string;
-  outcomeEvidence: unknown;
+  outcomeEvidence: OutcomeEvidenceItem[] | null;
   truncated: boolean;
-  issue: { id: string; title: string; status: string } | null;
+  issue: { id: string; title: string; status: IssueStatus } | null;
   logs: LogItem[];
   logsTruncated: boolean;
 }
@@ -327,12 +337,12 @@ export async function getExecution(
     ...summary,
     spanId: (r.span_id as string | null) ?? null,
     parentSpanId: (r.parent_span_id as string | null) ?? null,
-    context: json(r.context),
-    request: json(r.request),
-    response: json(r.response),
-    exception: json(r.exception),
+    context: json(r.context) as ExecutionDetail['context'],
+    request: json(r.request) as ExecutionDetail['request'],
+    response: json(r.response) as ExecutionDetail['response'],
+    exception: json(r.exception) as ExecutionDetail['exception'],
     outcomeReason: r.outcome_reason as string,
-    outcomeEvidence: json(r.outcome_evidence),
+    outcomeEvidence: json(r.outcome_evidence) as ExecutionDetail['outcomeEvidence'],
     truncated: Boolean(r.truncated),
     issue: null,
     logs: logs.slice(0, DETAIL_LOG_LIMIT),

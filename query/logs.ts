@@ -1,4 +1,5 @@
 import type { LogSort } from '../schemas/api-logs.js';
+import type { ExceptionItem } from '../schemas/ingest-items.js';
 import { LOG_LEVEL_NUM, type LogLevel, type Mode } from '../schemas/records.js';
 import { HOUR_MS } from '../schemas/time.js';
 import type { BuiltQuery, QueryEngine, Row, SqlParam } from '../storage/duckdb.js';
@@ -10,9 +11,10 @@ import { filesForId } from './id-index.js';
  * as a typed parameter; the only interpolated pieces are the fixed sort orders below.
  */
 
+/** A stored log record as answered (CONTRACT §7); the nested parts are the ingested ones, scrubbed. */
 export interface LogItem {
   timestamp: string;
-  level: string;
+  level: LogLevel;
   message: string;
   service: string;
   environment: string;
@@ -20,8 +22,8 @@ export interface LogItem {
   traceId: string | null;
   spanId: string | null;
   logger: string | null;
-  attributes: unknown;
-  exception: unknown;
+  attributes: Record<string, unknown> | null;
+  exception: ExceptionItem | null;
   truncated: boolean;
 }
 
@@ -117,7 +119,7 @@ export const json = (v: unknown) => (typeof v === 'string' ? (JSON.parse(v) as u
 export function toLogItem(l: Row): LogItem {
   return {
     timestamp: new Date(Number(l.ts_ms)).toISOString(),
-    level: l.level as string,
+    level: l.level as LogLevel,
     message: l.message as string,
     service: l.service as string,
     environment: l.environment as string,
@@ -125,8 +127,8 @@ export function toLogItem(l: Row): LogItem {
     traceId: (l.trace_id as string | null) ?? null,
     spanId: (l.span_id as string | null) ?? null,
     logger: (l.logger as string | null) ?? null,
-    attributes: json(l.attributes),
-    exception: json(l.exception),
+    attributes: json(l.attributes) as LogItem['attributes'],
+    exception: json(l.exception) as LogItem['exception'],
     truncated: Boolean(l.truncated),
   };
 }

@@ -132,6 +132,12 @@ export const configSchema = z.object({
    */
   TRUST_PROXY: bool(false),
 
+  /**
+   * Check every answer under 400 against the schema its route declares (api/answer-check.ts): a mismatch is a 500
+   * naming it. For tests (on in the suite's configuration); it costs a zod pass over each answer.
+   */
+  VALIDATE_ANSWERS: bool(false),
+
   /** On the first start, print how to sign up. Off in tests. */
   PRINT_FIRST_START_HINT: bool(true),
 });

@@ -419,6 +419,23 @@ export type LogItem = z.output<typeof logItemSchema>;
 export type MetricPointInput = z.input<typeof metricPointSchema>;
 export type MetricPoint = z.output<typeof metricPointSchema>;
 export type ExceptionItem = z.output<typeof exceptionSchema>;
+export type RequestItem = z.output<typeof requestSchema>;
+export type ResponseItem = z.output<typeof responseSchema>;
 export type OutcomeEvidenceItem = z.output<typeof outcomeEvidenceSchema>;
 export type ResourceInput = z.input<typeof resourceSchema>;
 export type SdkInput = z.input<typeof sdkSchema>;
+
+/**
+ * The body of `POST /api/ingest` and `POST /api/ingest/validate` (CONTRACT §5), for the API's description only:
+ * the routes check the bytes themselves (api/ingest-envelope.ts) and the pipeline validates each item with the
+ * schemas above, one item at a time, so one bad item never refuses the others.
+ */
+export const ingestEnvelopeSchema = z
+  .object({
+    sdk: sdkSchema.optional(),
+    resource: resourceSchema.optional(),
+    executions: z.array(executionItemSchema).optional(),
+    logs: z.array(logItemSchema).optional(),
+    metrics: z.array(metricPointSchema).optional(),
+  })
+  .meta({ id: 'IngestEnvelope' });

@@ -118,6 +118,7 @@ export function mergeOccurrences(a: IssueOccurrences, b: IssueOccurrences): void
 
 const statusList = z
   .union([z.string(), z.array(z.string())])
+  .describe(`a comma list (or a repeated parameter) of ${ISSUE_STATUSES.join(', ')}`)
   .transform((v) => (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(',')).map((s) => s.trim()))
   .pipe(z.array(z.enum(ISSUE_STATUSES)).min(1));
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { timeParam } from './api.js';
+import { strictWithPrefixed, timeParam } from './api.js';
 import { MODES } from './records.js';
 
 /** Parameters of `/api/metrics/*` (CONTRACT §8). */
@@ -49,21 +49,24 @@ export const endpointsQuerySchema = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 
-/** `tags.<key>` filters are taken apart from these (their keys are the client's). */
-export const seriesQuerySchema = z.strictObject({
-  mode: z.enum(MODES).optional(),
-  from: timeParam.optional(),
-  to: timeParam.optional(),
-  serviceName: z.string().min(1).max(128).optional(),
-  environment: z.string().min(1).max(64).optional(),
-  name: z.string().min(1).max(200),
-  agg: z.enum(SERIES_AGGS).optional(),
-  interval: INTERVAL.optional(),
-  groupBy: z
-    .string()
-    .regex(/^tag:[A-Za-z0-9_.:/-]{1,128}$/, 'expected tag:<key>')
-    .optional(),
-});
+/** `tags.<key>` filters pass through: their keys are the client's, and the route reads them. */
+export const seriesQuerySchema = strictWithPrefixed(
+  {
+    mode: z.enum(MODES).optional(),
+    from: timeParam.optional(),
+    to: timeParam.optional(),
+    serviceName: z.string().min(1).max(128).optional(),
+    environment: z.string().min(1).max(64).optional(),
+    name: z.string().min(1).max(200),
+    agg: z.enum(SERIES_AGGS).optional(),
+    interval: INTERVAL.optional(),
+    groupBy: z
+      .string()
+      .regex(/^tag:[A-Za-z0-9_.:/-]{1,128}$/, 'expected tag:<key>')
+      .optional(),
+  },
+  'tags.',
+);
 
 export const namesQuerySchema = z.strictObject({
   mode: z.enum(MODES).optional(),

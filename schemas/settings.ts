@@ -27,12 +27,8 @@ export const outcomeRuleSchema = z.object({
       service: z.string().min(1).max(128).optional(),
       /** A glob: `*` matches any run of characters. */
       endpoint: z.string().min(1).max(512).optional(),
-      method: z
-        .string()
-        .min(1)
-        .max(32)
-        .transform((m) => m.toUpperCase())
-        .optional(),
+      // Upper-cased in place, so the schema stays one type (an answer describes it as the request does).
+      method: z.string().min(1).max(32).toUpperCase().optional(),
       statusCodes: statusCodes.optional(),
       exceptionType: z.string().min(1).max(256).optional(),
       field: z

@@ -1,44 +1,66 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { processPayload } from '../../pipeline/process-payload.js';
 import { listRejections } from '../../query/rejections.js';
+import { errorAnswers, ingestValidateAnswer, rejectionListAnswer } from '../../schemas/answers.js';
 import { rejectionListQuerySchema } from '../../schemas/api-logs.js';
 import { validationError } from '../../schemas/errors.js';
-import { principalOf, resolveMode } from '../auth.js';
+import { ingestEnvelopeSchema } from '../../schemas/ingest-items.js';
+import { modeOf, principalOf } from '../auth.js';
 import { parseJson, type RawJsonBody } from '../body-parser.js';
 import type { ApiContext } from '../context.js';
 import { checkEnvelope } from '../ingest-envelope.js';
 import { pageAnswer, resolvePaging } from '../paging.js';
 import { timeWindow } from '../time-window.js';
-import { parseInput } from '../validate.js';
+import { documentedOnly } from '../validate.js';
+
+const tags = ['ingest'];
 
 /** The tools around ingestion (CONTRACT §5): what the pipeline refused, and a dry run of its validation. */
 export const ingestToolRoutes =
-  (deps: ApiContext): FastifyPluginAsync =>
+  (deps: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const { config } = deps;
 
-    app.get('/api/ingest/rejections', { config: { need: 'read' } }, async (req, _reply) => {
-      const principal = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(principal, raw.mode);
-      const q = parseInput(rejectionListQuerySchema, raw, 'query');
-      const { page, pageSize } = resolvePaging(q, config);
-      // Rejections are kept 7 days, so the default window covers all of them.
-      const window = timeWindow(q.from, q.to, 7);
-      const result = await listRejections(
-        deps.engine,
-        config.dataDir,
-        { workspaceId: principal.workspaceId, mode, ...window },
-        { page, pageSize },
-      );
-      return pageAnswer(result, page, pageSize);
-    });
+    app.get(
+      '/api/ingest/rejections',
+      {
+        config: { need: 'read' },
+        schema: {
+          summary: 'The items the pipeline refused (kept 7 days), newest request first',
+          tags,
+          querystring: rejectionListQuerySchema,
+          response: { 200: rejectionListAnswer, ...errorAnswers },
+        },
+      },
+      async (req, _reply) => {
+        const principal = principalOf(req);
+        const q = req.query;
+        const { page, pageSize } = resolvePaging(q, config);
+        // Rejections are kept 7 days, so the default window covers all of them.
+        const window = timeWindow(q.from, q.to, 7);
+        const result = await listRejections(
+          deps.engine,
+          config.dataDir,
+          { workspaceId: principal.workspaceId, mode: modeOf(req), ...window },
+          { page, pageSize },
+        );
+        return pageAnswer(result, page, pageSize);
+      },
+    );
 
     // Same checks as POST /api/ingest, then the pipeline's own validation right here: nothing is published,
     // stored or counted as ingested.
     app.post(
       '/api/ingest/validate',
-      { config: { rawJsonBody: true, need: 'ingest' } },
+      {
+        config: { rawJsonBody: true, need: 'ingest' },
+        schema: {
+          summary: "A dry run of ingest: the pipeline's validation of each item, nothing stored",
+          tags,
+          body: documentedOnly(ingestEnvelopeSchema),
+          response: { 200: ingestValidateAnswer, ...errorAnswers },
+        },
+      },
       async (req, _reply) => {
         const principal = principalOf(req);
         if (principal.kind !== 'key') throw new Error('unreachable: ingest is for keys');

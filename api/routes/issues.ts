@@ -1,4 +1,5 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { activityOf } from '../../control/issues.js';
 import { findExecution } from '../../query/executions.js';
 import { issueInsights } from '../../query/issue-insights.js';
@@ -9,6 +10,14 @@ import {
   type OneIssueStats,
   oneIssueStats,
 } from '../../query/issues.js';
+import {
+  activityListAnswer,
+  commentAnswer,
+  commentListAnswer,
+  errorAnswers,
+  issueAnswer,
+  issueListAnswer,
+} from '../../schemas/answers.js';
 import { USER_ID_SHAPE } from '../../schemas/control.js';
 import { notFound, validationError } from '../../schemas/errors.js';
 import {
@@ -23,10 +32,9 @@ import {
 } from '../../schemas/issues.js';
 import type { Mode } from '../../schemas/records.js';
 import { DAY_MS } from '../../schemas/time.js';
-import { type Principal, principalOf, resolveMode } from '../auth.js';
+import { modeOf, type Principal, principalOf } from '../auth.js';
 import type { ApiContext } from '../context.js';
 import { pageAnswer, resolvePaging } from '../paging.js';
-import { parseInput } from '../validate.js';
 
 /** Issues (CONTRACT §9): the list, one issue with its evidence, its lifecycle, comments and activity. */
 
@@ -36,6 +44,7 @@ const RECENT_ACTIVITY = 20;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const MODE_ONLY = issuePagedQuerySchema.pick({ mode: true }).strict();
+const tags = ['issues'];
 
 type RowStats = IssueRowStats | null | undefined;
 /** The first and last occurrence: the record's, or the stored rows' where they know an earlier or later one. */
@@ -81,13 +90,12 @@ const SORTS: Record<IssueSort, (r: IssueRecord, s: RowStats) => number> = {
 };
 
 export const issueRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const { config, control, engine } = ctx;
 
     /** A path id of the wrong shape is NOT_FOUND (CONTRACT §3), as is an issue of another workspace or mode. */
-    const issueId = (params: unknown): string => {
-      const { id } = parseInput(issueIdParamsSchema, params, 'path');
+    const issueId = (id: string): string => {
       if (!ISSUE_ID_SHAPE.test(id)) throw notFound(`no issue ${id.slice(0, 64)} in this workspace and mode`);
       return id;
     };
@@ -96,21 +104,18 @@ export const issueRoutes =
       if (!r) throw notFound(`no issue ${id} in this workspace and mode`);
       return r;
     };
-    /** The caller, the mode and the checked query of a route on one issue that takes `mode` only. */
-    const scoped = (req: FastifyRequest) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      parseInput(MODE_ONLY, raw, 'query');
-      return { p, mode };
-    };
+    /** The caller and the mode of a route on one issue. */
+    const scoped = (req: FastifyRequest) => ({ p: principalOf(req), mode: modeOf(req) });
     /** A page of one issue's comments or activity: `list` makes the whole list, oldest or newest first. */
-    const issuePage = async <T>(req: FastifyRequest, list: (r: IssueRecord) => Promise<T[]>) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      const { page, pageSize } = resolvePaging(parseInput(issuePagedQuerySchema, raw, 'query'), config);
-      const all = await list(await load(p, mode, issueId(req.params)));
+    const issuePage = async <T>(
+      req: FastifyRequest,
+      q: { page: number; pageSize?: number | undefined },
+      id: string,
+      list: (r: IssueRecord) => Promise<T[]>,
+    ) => {
+      const { p, mode } = scoped(req);
+      const { page, pageSize } = resolvePaging(q, config);
+      const all = await list(await load(p, mode, issueId(id)));
       const start = (page - 1) * pageSize;
       return pageAnswer({ data: all.slice(start, start + pageSize), total: all.length }, page, pageSize);
     };
@@ -174,84 +179,161 @@ export const issueRoutes =
       };
     };
 
-    app.get('/api/issues', { config: { need: 'read' } }, async (req, _reply) => {
-      const p = principalOf(req);
-      const raw = req.query as Record<string, unknown>;
-      const mode = resolveMode(p, raw.mode);
-      const q = parseInput(issueListQuerySchema, raw, 'query');
-      const { page, pageSize } = resolvePaging(q, config);
-      if (q.from !== undefined && q.to !== undefined && q.from >= q.to) {
-        throw validationError('from must be before to', [{ path: 'from', message: 'must be before to' }]);
-      }
-      const statuses = q.status ? new Set(q.status) : null;
-      const assignee = q.assignee === 'none' ? null : q.assignee;
-      const records = control.issues
-        .list(p.workspaceId, mode)
-        .filter(
-          (r) =>
-            (q.serviceName === undefined || r.service === q.serviceName) &&
-            (assignee === undefined || r.assignee === assignee),
-        );
-      const stats =
-        records.length > 0
-          ? await issueStats(engine, config.dataDir, { workspaceId: p.workspaceId, mode }, Date.now())
-          : new Map<string, IssueRowStats>();
-      const key = SORTS[q.sort];
-      const listed: { r: IssueRecord; s: RowStats; key: number }[] = [];
-      for (let r of records) {
-        const s = stats.get(r.id);
-        if (regressionDue(r, s)) r = await regressIfDue(r, s);
-        if (statuses !== null && !statuses.has(r.status)) continue;
-        const last = lastSeenMs(r, s);
-        if ((q.from !== undefined && last < q.from) || (q.to !== undefined && last >= q.to)) continue;
-        listed.push({ r, s, key: key(r, s) });
-      }
-      listed.sort((a, b) => b.key - a.key || (a.r.id < b.r.id ? -1 : 1));
-      const start = (page - 1) * pageSize;
-      const data = listed.slice(start, start + pageSize).map((x) => issueSummary(x.r, x.s));
-      return pageAnswer({ data, total: listed.length }, page, pageSize);
-    });
-
-    app.get('/api/issues/:id', { config: { need: 'read' } }, async (req, _reply) => {
-      const { p, mode } = scoped(req);
-      return detail(await load(p, mode, issueId(req.params)));
-    });
-
-    app.patch('/api/issues/:id', { config: { need: 'actor' } }, async (req, _reply) => {
-      const { p, mode } = scoped(req);
-      if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
-      const patch = parseInput(issuePatchSchema, req.body ?? {}, 'body');
-      if (typeof patch.assignee === 'string') {
-        const member =
-          USER_ID_SHAPE.test(patch.assignee) && (await control.isMember(p.workspaceId, patch.assignee));
-        if (!member) {
-          throw validationError('assignee: not a member of this workspace', [
-            { path: 'assignee', message: 'not a member of this workspace' },
-          ]);
+    app.get(
+      '/api/issues',
+      {
+        config: { need: 'read' },
+        schema: {
+          summary: 'List issues',
+          tags,
+          querystring: issueListQuerySchema,
+          response: { 200: issueListAnswer, ...errorAnswers },
+        },
+      },
+      async (req, _reply) => {
+        const { p, mode } = scoped(req);
+        const q = req.query;
+        const { page, pageSize } = resolvePaging(q, config);
+        if (q.from !== undefined && q.to !== undefined && q.from >= q.to) {
+          throw validationError('from must be before to', [{ path: 'from', message: 'must be before to' }]);
         }
-      }
-      const id = issueId(req.params);
-      return detail(await control.issues.patch(p.workspaceId, mode, id, patch, p.userId));
-    });
-
-    app.get('/api/issues/:id/comments', { config: { need: 'read' } }, (req) =>
-      issuePage(req, (r) => control.issues.comments(r.workspaceId, r.mode, r.id)),
+        const statuses = q.status ? new Set(q.status) : null;
+        const assignee = q.assignee === 'none' ? null : q.assignee;
+        const records = control.issues
+          .list(p.workspaceId, mode)
+          .filter(
+            (r) =>
+              (q.serviceName === undefined || r.service === q.serviceName) &&
+              (assignee === undefined || r.assignee === assignee),
+          );
+        const stats =
+          records.length > 0
+            ? await issueStats(engine, config.dataDir, { workspaceId: p.workspaceId, mode }, Date.now())
+            : new Map<string, IssueRowStats>();
+        const key = SORTS[q.sort];
+        const listed: { r: IssueRecord; s: RowStats; key: number }[] = [];
+        for (let r of records) {
+          const s = stats.get(r.id);
+          if (regressionDue(r, s)) r = await regressIfDue(r, s);
+          if (statuses !== null && !statuses.has(r.status)) continue;
+          const last = lastSeenMs(r, s);
+          if ((q.from !== undefined && last < q.from) || (q.to !== undefined && last >= q.to)) continue;
+          listed.push({ r, s, key: key(r, s) });
+        }
+        listed.sort((a, b) => b.key - a.key || (a.r.id < b.r.id ? -1 : 1));
+        const start = (page - 1) * pageSize;
+        const data = listed.slice(start, start + pageSize).map((x) => issueSummary(x.r, x.s));
+        return pageAnswer({ data, total: listed.length }, page, pageSize);
+      },
     );
 
-    app.post('/api/issues/:id/comments', { config: { need: 'actor' } }, async (req, reply) => {
-      const { p, mode } = scoped(req);
-      if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
-      const { body } = parseInput(commentBodySchema, req.body ?? {}, 'body');
-      const id = issueId(req.params);
-      const comment = await control.issues.addComment(p.workspaceId, mode, id, body, {
-        id: p.userId,
-        email: p.email,
-      });
-      reply.code(201);
-      return comment;
-    });
+    app.get(
+      '/api/issues/:id',
+      {
+        config: { need: 'read' },
+        schema: {
+          summary: 'One issue, with its evidence, representative execution and recent activity',
+          tags,
+          params: issueIdParamsSchema,
+          querystring: MODE_ONLY,
+          response: { 200: issueAnswer, ...errorAnswers },
+        },
+      },
+      async (req, _reply) => {
+        const { p, mode } = scoped(req);
+        return detail(await load(p, mode, issueId(req.params.id)));
+      },
+    );
 
-    app.get('/api/issues/:id/activity', { config: { need: 'read' } }, (req) =>
-      issuePage(req, async (r) => activityOf(r, await control.issues.comments(r.workspaceId, r.mode, r.id))),
+    app.patch(
+      '/api/issues/:id',
+      {
+        config: { need: 'actor' },
+        schema: {
+          summary: 'Change the status or the assignee (a session: its user is the actor); answers the issue',
+          tags,
+          params: issueIdParamsSchema,
+          querystring: MODE_ONLY,
+          body: issuePatchSchema,
+          response: { 200: issueAnswer, ...errorAnswers },
+        },
+      },
+      async (req, _reply) => {
+        const { p, mode } = scoped(req);
+        if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
+        const patch = req.body;
+        if (typeof patch.assignee === 'string') {
+          const member =
+            USER_ID_SHAPE.test(patch.assignee) && (await control.isMember(p.workspaceId, patch.assignee));
+          if (!member) {
+            throw validationError('assignee: not a member of this workspace', [
+              { path: 'assignee', message: 'not a member of this workspace' },
+            ]);
+          }
+        }
+        const id = issueId(req.params.id);
+        return detail(await control.issues.patch(p.workspaceId, mode, id, patch, p.userId));
+      },
+    );
+
+    app.get(
+      '/api/issues/:id/comments',
+      {
+        config: { need: 'read' },
+        schema: {
+          summary: "An issue's comments, oldest first",
+          tags,
+          params: issueIdParamsSchema,
+          querystring: issuePagedQuerySchema,
+          response: { 200: commentListAnswer, ...errorAnswers },
+        },
+      },
+      (req) =>
+        issuePage(req, req.query, req.params.id, (r) => control.issues.comments(r.workspaceId, r.mode, r.id)),
+    );
+
+    app.post(
+      '/api/issues/:id/comments',
+      {
+        config: { need: 'actor' },
+        schema: {
+          summary: 'Comment on an issue (a session: its user is the author)',
+          tags,
+          params: issueIdParamsSchema,
+          querystring: MODE_ONLY,
+          body: commentBodySchema,
+          response: { 201: commentAnswer, ...errorAnswers },
+        },
+      },
+      async (req, reply) => {
+        const { p, mode } = scoped(req);
+        if (p.kind !== 'session') throw new Error('unreachable: the actor need admits sessions only');
+        const { body } = req.body;
+        const id = issueId(req.params.id);
+        const comment = await control.issues.addComment(p.workspaceId, mode, id, body, {
+          id: p.userId,
+          email: p.email,
+        });
+        reply.code(201);
+        return comment;
+      },
+    );
+
+    app.get(
+      '/api/issues/:id/activity',
+      {
+        config: { need: 'read' },
+        schema: {
+          summary: "An issue's activity, newest first",
+          tags,
+          params: issueIdParamsSchema,
+          querystring: issuePagedQuerySchema,
+          response: { 200: activityListAnswer, ...errorAnswers },
+        },
+      },
+      (req) =>
+        issuePage(req, req.query, req.params.id, async (r) =>
+          activityOf(r, await control.issues.comments(r.workspaceId, r.mode, r.id)),
+        ),
     );
   };

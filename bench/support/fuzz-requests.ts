@@ -37,6 +37,7 @@ export const ROUTES: [FuzzRequest['method'], string][] = [
   ['GET', '/api/metrics/overview'],
   ['GET', '/api/metrics/series'],
   ['GET', '/api/metrics/timeseries'],
+  ['GET', '/api/openapi.json'],
   ['GET', '/api/workspace'],
   ['GET', '/api/workspace/members'],
   ['GET', '/api/workspace/settings'],

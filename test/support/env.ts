@@ -36,6 +36,8 @@ export function testConfig(dataDir: string, natsUrl: string, extra: Record<strin
     READ_BURST: '100000',
     // Compaction runs when a test asks for it (pipeline.compact()), not on a timer.
     COMPACTION_INTERVAL_MS: '0',
+    // Every answer a test receives is checked against the schema its route declares (the OpenAPI document's).
+    VALIDATE_ANSWERS: 'true',
     ...extra,
   });
 }

@@ -11,6 +11,8 @@ describe('config', () => {
     expect(c.BODY_MAX_BYTES).toBe(5 * 1024 * 1024);
     expect(c.BODY_MAX_DECODED_BYTES).toBe(20 * 1024 * 1024);
     expect(c.PAGE_SIZE_MAX).toBe(200);
+    // Answers are checked against their schemas in tests only (test/support/env.ts turns it on).
+    expect(c.VALIDATE_ANSWERS).toBe(false);
     expect(c.pipelineWorkers).toBeGreaterThanOrEqual(1);
     expect(Object.isFrozen(c)).toBe(true);
   });

@@ -40,6 +40,11 @@ export interface StartOptions {
 
 /** The root logger; `destination` lets a test read every line the service writes. */
 export function createLogger(config: Config, destination?: DestinationStream): Logger {
+  const to =
+    destination ??
+    (config.LOG_FILE
+      ? pino.destination({ dest: config.LOG_FILE, append: true, mkdir: true, sync: false, minLength: 4096 })
+      : undefined);
   return pino(
     {
       level: config.LOG_LEVEL,
@@ -47,7 +52,7 @@ export function createLogger(config: Config, destination?: DestinationStream): L
       // Whatever field a key-shaped text is in (a URL, a message), it leaves the process redacted.
       hooks: { streamWrite: scrubSecrets },
     },
-    destination,
+    to,
   );
 }
 

@@ -38,7 +38,10 @@ export function installErrorHandler(app: FastifyInstance): void {
     const e =
       known ??
       new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
-    if (e.status >= 500) req.log.error({ err }, 'request failed');
+    // An outage (the broker down, a limit of the store) is the caller's to retry, not a fault of this code.
+    if (e.code === 'UNAVAILABLE')
+      req.log.warn({ code: e.code, msg: e.message }, 'request refused: unavailable');
+    else if (e.status >= 500) req.log.error({ err }, 'request failed');
     else req.log.info({ code: e.code, msg: e.message }, 'request refused');
     // An error may echo what the caller sent (an id, a value): never a key or a token, even the caller's own.
     const body: ErrorBody = {

@@ -25,6 +25,8 @@ export const configSchema = z.object({
   NATS_URL: z.string().url().optional(),
   NATS_SERVER_BIN: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Unset: the log goes to stdout. Set: appended to this file (the test run greps its logs for secrets). */
+  LOG_FILE: z.string().min(1).optional(),
 
   // Write path knobs.
   /** Rows across all datasets that make a batch flush at once. */

@@ -20,12 +20,23 @@ export async function startTestNats(dir: string): Promise<NatsServerHandle> {
   return startNatsServer({ dir: path.join(dir, 'nats') });
 }
 
+/**
+ * `npm test` (scripts/test.mjs) names a directory for the run's logs: every service a test starts logs there at debug
+ * level, and the run fails if any line holds a key, a session token or a test password.
+ */
+const LOG_DIR = process.env.SVC_TEST_LOG_DIR;
+let logFiles = 0;
+const logging = (): Record<string, string> =>
+  LOG_DIR
+    ? { LOG_LEVEL: 'debug', LOG_FILE: path.join(LOG_DIR, `${process.pid}-${++logFiles}.log`) }
+    : { LOG_LEVEL: 'silent' };
+
 export function testConfig(dataDir: string, natsUrl: string, extra: Record<string, string> = {}): Config {
   return loadConfig({
     DATA_DIR: dataDir,
     NATS_URL: natsUrl,
     PRINT_FIRST_START_HINT: 'false',
-    LOG_LEVEL: 'silent',
+    ...logging(),
     FLUSH_INTERVAL_MS: '100',
     CONSUMER_ACK_WAIT_MS: '2000',
     PIPELINE_WORKERS: '1',

@@ -9,6 +9,15 @@ export interface RawJsonBody {
   encoding: 'gzip' | 'identity';
 }
 
+/** The body of a `rawJsonBody` route, as read; a request without one is a VALIDATION_ERROR. */
+export function rawBodyOf(req: FastifyRequest): RawJsonBody {
+  const body = req.body as RawJsonBody | undefined;
+  if (!body || !Buffer.isBuffer(body.raw)) {
+    throw validationError('a JSON body is required', [{ path: '', message: 'expected a JSON object' }]);
+  }
+  return body;
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route wants a RawJsonBody instead of parsed JSON. */

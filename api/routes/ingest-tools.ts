@@ -3,10 +3,9 @@ import { processPayload } from '../../pipeline/process-payload.js';
 import { listRejections } from '../../query/rejections.js';
 import { errorAnswers, ingestValidateAnswer, rejectionListAnswer } from '../../schemas/answers.js';
 import { rejectionListQuerySchema } from '../../schemas/api-logs.js';
-import { validationError } from '../../schemas/errors.js';
 import { ingestEnvelopeSchema } from '../../schemas/ingest-items.js';
 import { modeOf, principalOf } from '../auth.js';
-import { parseJson, type RawJsonBody } from '../body-parser.js';
+import { parseJson, rawBodyOf } from '../body-parser.js';
 import type { ApiContext } from '../context.js';
 import { checkEnvelope } from '../ingest-envelope.js';
 import { pageAnswer, resolvePaging } from '../paging.js';
@@ -64,10 +63,7 @@ export const ingestToolRoutes =
       async (req, _reply) => {
         const principal = principalOf(req);
         if (principal.kind !== 'key') throw new Error('unreachable: ingest is for keys');
-        const body = req.body as RawJsonBody | undefined;
-        if (!body || !Buffer.isBuffer(body.raw)) {
-          throw validationError('a JSON body is required', [{ path: '', message: 'expected a JSON object' }]);
-        }
+        const body = rawBodyOf(req);
         const payload = parseJson(body.decoded);
         checkEnvelope(payload, principal.mode, {
           executions: config.MAX_EXECUTIONS_PER_REQUEST,

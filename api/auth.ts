@@ -59,12 +59,14 @@ export async function authenticate(
   need: Need,
 ): Promise<Principal> {
   // @fastify/cookie never throws on a malformed value: it arrives raw, is no session, and is refused (401).
-  const presented = bearer(req) ?? req.cookies[SESSION_COOKIE] ?? null;
+  const header = bearer(req);
+  const presented = header ?? req.cookies[SESSION_COOKIE] ?? null;
   if (!presented)
     throw unauthorized('credentials are required: an API key, or a session from /api/auth/login');
   let principal: Principal;
-  if (presented.startsWith('svc_sess_')) {
-    const s = await control.authenticateSession(presented);
+  // The cookie only ever carries a session: whatever else is in it is a broken session, not a key.
+  if (presented.startsWith('svc_sess_') || header === null) {
+    const s = presented.startsWith('svc_sess_') ? await control.authenticateSession(presented) : null;
     if (!s) throw unauthorized('the session is invalid, expired or ended');
     principal = {
       kind: 'session',

@@ -34,7 +34,7 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
   ],
   [
     'svc_pipeline_redelivered_skipped_total',
-    'Redelivered messages already committed.',
+    'Messages whose request was already committed (a redelivery, or a copy a restarted broker stored again): acked, not written again.',
     (s) => s.redeliveredSkipped,
   ],
 ];

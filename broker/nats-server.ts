@@ -139,6 +139,10 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
   const log = opts.log ?? (() => {});
   let child: ChildProcess | null = null;
   let stopping = false;
+  let stopped: Promise<void> | null = null;
+  /** Deaths in a row without staying up a while: the pause before the next start grows with them. */
+  let crashes = 0;
+  const STAYED_UP_MS = 30_000;
 
   /** Starts one nats-server and waits until it takes connections. */
   const spawnOnce = async () => {
@@ -151,23 +155,24 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     proc.stdout?.on('data', forward);
     proc.stderr?.on('data', forward);
     let exited = false;
-    let ready = false;
+    let readyAt = 0;
     proc.once('exit', (code, signal) => {
       exited = true;
       if (child === proc) child = null;
-      if (stopping || !ready) return;
+      if (stopping || !readyAt) return;
+      crashes = Date.now() - readyAt > STAYED_UP_MS ? 1 : crashes + 1;
       log(`nats-server exited unexpectedly (code ${code}, signal ${signal}); starting it again`);
       void restart();
     });
     await fs.writeFile(pidFile, String(proc.pid));
     await waitFor(async () => exited || (await canConnect(port)), 30_000, `nats-server on port ${port}`);
     if (exited) throw new Error(`nats-server failed to start on port ${port}; see its log lines above`);
-    ready = true;
+    readyAt = Date.now();
   };
 
   /** A broker that died on its own is started again (its store is on disk), with a growing pause between tries. */
   const restart = async () => {
-    for (let attempt = 0; !stopping; attempt++) {
+    for (let attempt = crashes - 1; !stopping; attempt++) {
       await new Promise((r) => setTimeout(r, Math.min(10_000, 250 * 2 ** attempt)));
       if (stopping || child) return;
       try {
@@ -181,6 +186,8 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
   };
 
   const launch = async () => {
+    // A start while a stop is under way waits for it: the old process's exit must not read as a crash.
+    await stopped;
     stopping = false;
     await spawnOnce();
   };
@@ -192,8 +199,8 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     const done = new Promise<void>((r) => proc.once('exit', () => r()));
     proc.kill('SIGTERM');
     const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
-    await done;
-    clearTimeout(timer);
+    stopped = done.then(() => clearTimeout(timer));
+    await stopped;
     await fs.rm(pidFile, { force: true });
   };
 

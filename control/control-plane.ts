@@ -375,13 +375,13 @@ export class ControlPlane {
     this.#settings.onChange(listener);
   }
 
-  /** Called when this process learns of a key's change (created, used, revoked), from any process. */
-  onKeyChange(listener: (keyId: string, key: ApiKeyRecord | null) => void): void {
+  /** Called when this process learns of a key's change (created, revoked), from any process; by the key's hash. */
+  onKeyChange(listener: (keyHash: string, key: ApiKeyRecord | null) => void): void {
     this.#keys.onChange(listener);
   }
 
-  /** Called when this process learns of a session's change (made, ended), from any process. */
-  onSessionChange(listener: (sessionId: string, session: SessionRecord | null) => void): void {
+  /** Called when this process learns of a session's change (made, ended), from any process; by the token's hash. */
+  onSessionChange(listener: (tokenHash: string, session: SessionRecord | null) => void): void {
     this.#sessions.onChange(listener);
   }
 }

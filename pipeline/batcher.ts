@@ -23,7 +23,7 @@ export interface BatcherOptions {
   /** Called once a message is acked or naked: it is no longer this process's to hold. */
   onSettled: (msg: JsMsg) => void;
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
-  /** A batch could not be written (nothing committed; its messages come again). */
+  /** A batch could not be written or finished: its messages come again (acked then if it was committed). */
   onFailed?: (err: unknown) => void;
   /** Test seam: runs after a batch is committed and before its messages are acked. */
   afterCommit?: () => Promise<void> | void;
@@ -144,11 +144,6 @@ export class Batcher {
       // there, and a resend may reach the stream again after a broker restart: the rows of a request already
       // committed, or of a second copy in this batch, must not be written a second time.
       const skip = await this.#o.committedElsewhere(all.map((e) => e.delivery));
-      const ids = new Set<string>();
-      for (const e of all) {
-        if (ids.has(e.delivery.id)) skip.add(e.delivery.seq);
-        ids.add(e.delivery.id);
-      }
       if (skip.size > 0) {
         this.#settle(
           all.filter((e) => skip.has(e.delivery.seq)),

@@ -27,13 +27,16 @@ export interface PipelineLog {
 
 export interface PipelineStats {
   messages: number;
-  /** Redelivered messages whose rows were already committed: acked, not written again. */
+  /**
+   * Messages whose request was already committed (a redelivery, or a copy a restarted broker stored again):
+   * acked, not written again.
+   */
   redeliveredSkipped: number;
   /** Messages whose processing threw (naked, to come again): a bug or a broken worker, never client data. */
   failed: number;
   /** Deliveries of a message this process already held (dropped; the held copy is acked). */
   duplicateDeliveries: number;
-  /** Batches that could not be written (a full disk…): nothing committed, their messages retried. */
+  /** Batches that could not be written or finished (a full disk…): their messages come again. */
   flushFailures: number;
   executions: number;
   logs: number;
@@ -154,7 +157,11 @@ export class Pipeline {
       log,
       afterCommit: this.#o.afterCommit,
       beforeCommit: (entries) => this.#recordIssues(entries),
-      committedElsewhere: (ds) => this.#journal.committedAmong(ds),
+      committedElsewhere: async (ds) => {
+        const skip = await this.#journal.committedAmong(ds);
+        this.#stats.redeliveredSkipped += skip.size;
+        return skip;
+      },
       onSettled: (m) => this.#held.delete(m.seq),
       onFailed: () => this.#stats.flushFailures++,
       onFlushed: (s) => {
@@ -238,15 +245,20 @@ export class Pipeline {
       this.#held.delete(m.seq);
       return;
     }
+    const storedAt = Math.floor(m.info.timestampNanos / 1e6);
+    // Every message the API publishes has an id; one without is known by its sequence and time.
     const delivery: Delivery = {
       seq: m.seq,
-      // Every message the API publishes has an id; one without is known by its sequence alone.
-      id: h?.get(MESSAGE_ID_HEADER) || `seq.${m.seq}`,
-      storedAt: Math.floor(m.info.timestampNanos / 1e6),
+      id: h?.get(MESSAGE_ID_HEADER) || `seq.${m.seq}.${storedAt}`,
+      storedAt,
     };
     // A redelivery (or a resend after a broker restart) of a request already committed: acked, not written again.
-    // Only a redelivery asks the disk now; the batch asks once more, afresh, before its commit.
-    if (m.info.redelivered ? await this.#journal.isCommitted(delivery) : this.#journal.knows(delivery)) {
+    // Only a redelivery, or a request this process knows, asks the journal now; the batch asks once more, afresh,
+    // before its commit.
+    if (
+      (m.info.redelivered || this.#journal.knows(delivery)) &&
+      (await this.#journal.isCommitted(delivery))
+    ) {
       this.#stats.redeliveredSkipped++;
       m.ack();
       this.#held.delete(m.seq);
@@ -362,8 +374,14 @@ export class Pipeline {
     if (Date.now() - this.#lastPrune < PRUNE_EVERY_MS) return;
     this.#lastPrune = Date.now();
     try {
-      const info = await this.#o.broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
-      await this.#journal.prune(info.ack_floor.stream_seq);
+      const [consumer, stream] = await Promise.all([
+        this.#o.broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER),
+        this.#o.broker.jsm.streams.info(INGEST_STREAM),
+      ]);
+      // A work queue holds exactly the messages not yet acked: the oldest of them may still be a copy.
+      const oldestPending =
+        stream.state.messages > 0 ? Date.parse(stream.state.first_ts) : Number.POSITIVE_INFINITY;
+      await this.#journal.prune(consumer.ack_floor.stream_seq, Math.min(Date.now(), oldestPending));
     } catch (err) {
       this.#o.log.debug({ err }, 'journal prune skipped');
     }

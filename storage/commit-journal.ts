@@ -18,9 +18,10 @@ import { type Manifest, readManifest, retired } from './manifest.js';
  * A message is known by its request's id (the broker message id, made from the idempotency key or the body) and
  * the time the broker stored it, not by its stream sequence: a redelivery has the same id, and so has a resend
  * the broker stored again because it restarted since (a restarted broker remembers the ids of the messages it
- * still holds, not of those already acked). An entry is deleted once the consumer's ack floor has passed all its
- * sequences (no redelivery can follow) and its newest message is older than the idempotency window (no resend
- * counts as a duplicate any more).
+ * still holds, not of those already acked). Two copies of an id stored within the idempotency window of each other
+ * are one request; further apart, two (CONTRACT §5: a key may be reused after 10 minutes). An entry is deleted once
+ * the consumer's ack floor has passed all its sequences (no redelivery can follow) and every message not yet
+ * processed, and any to come, was stored more than the window after its newest message (none can be its copy).
  */
 
 export interface CommitFile {
@@ -48,6 +49,12 @@ export interface CommitEntry {
 }
 
 const ENTRY_SUFFIX = '.json';
+
+/** Whether two copies of one id are the same request: stored within the idempotency window of each other. */
+const sameRequest = (a: number, b: number) => Math.abs(a - b) < IDEMPOTENCY_WINDOW_MS;
+
+/** Kept beyond the window, for a broker clock behind this process's. */
+const CLOCK_MARGIN_MS = 60_000;
 
 /** The commit point was not reached (the entry could not be written): the batch's files are not committed. */
 export class NotCommitted extends Error {}
@@ -96,11 +103,17 @@ export class CommitJournal {
   #commitNo = 0;
   /** Every entry read or written and not yet pruned, by file name. */
   readonly #entries = new Map<string, CommitEntry>();
-  /** Message id → when the broker stored its committed copy (the newest, when a key was reused later). */
-  readonly #ids = new Map<string, number>();
+  /**
+   * Message id → the broker times of its committed copies: one number, or several when a key was reused after the
+   * window (an array only then, to keep the common case small).
+   */
+  readonly #ids = new Map<string, number | number[]>();
   /** Sequences of entries without ids (written by an earlier version), → their entry. */
   readonly #legacySeqs = new Map<number, string>();
-  /** Entries committed by this process whose renames failed: finished before any of their messages is acked. */
+  /**
+   * Entries whose files may not all be in place (renames or an fsync failed, here or in the process that wrote
+   * them): finished before any of their messages is acked, and never pruned meanwhile.
+   */
   readonly #unfinished = new Map<string, CommitEntry>();
 
   constructor(dataDir: string, writerId = `w${crypto.randomBytes(5).toString('hex')}`) {
@@ -140,8 +153,13 @@ export class CommitJournal {
     this.#entries.set(name, e);
     if (e.ids && e.storedAt) {
       for (let i = 0; i < e.ids.length; i++) {
-        const was = this.#ids.get(e.ids[i]!);
-        if (was === undefined || was < e.storedAt[i]!) this.#ids.set(e.ids[i]!, e.storedAt[i]!);
+        const id = e.ids[i]!;
+        const t = e.storedAt[i]!;
+        const was = this.#ids.get(id);
+        if (was === undefined) this.#ids.set(id, t);
+        else if (typeof was === 'number') {
+          if (was !== t) this.#ids.set(id, [was, t]);
+        } else if (!was.includes(t)) was.push(t);
       }
     } else {
       for (const s of e.seqs) this.#legacySeqs.set(s, name);
@@ -153,9 +171,15 @@ export class CommitJournal {
     if (!e) return;
     this.#entries.delete(name);
     if (e.ids && e.storedAt) {
-      // A key reused after the window has a newer copy: that one stays.
-      for (let i = 0; i < e.ids.length; i++)
-        if (this.#ids.get(e.ids[i]!) === e.storedAt[i]) this.#ids.delete(e.ids[i]!);
+      for (let i = 0; i < e.ids.length; i++) {
+        const id = e.ids[i]!;
+        const was = this.#ids.get(id);
+        if (was === e.storedAt[i]) this.#ids.delete(id);
+        else if (Array.isArray(was)) {
+          const rest = was.filter((t) => t !== e.storedAt![i]);
+          this.#ids.set(id, rest.length === 1 ? rest[0]! : rest);
+        }
+      }
     } else {
       for (const s of e.seqs) if (this.#legacySeqs.get(s) === name) this.#legacySeqs.delete(s);
     }
@@ -165,58 +189,104 @@ export class CommitJournal {
    * Finishes entries' renames. When one of an entry's files is gone (a crash of the machine before the entry's
    * files were durable), the entry is set aside as `.lost` and its messages count as uncommitted: they are
    * processed again, so accepted rows are never lost (the entry's surviving files may then hold some rows
-   * twice, which compaction's dedup by executionId removes). Answers how many were set aside.
+   * twice, which compaction's dedup by executionId removes). Any other failure leaves the entries unfinished and
+   * is thrown. Answers how many were set aside.
    */
   async #finishOrSetAside(entries: [string, CommitEntry][]): Promise<number> {
     if (entries.length === 0) return 0;
     try {
       await finishEntries(entries.map(([, e]) => e));
+      for (const [name] of entries) this.#unfinished.delete(name);
       return 0;
     } catch (err) {
-      if (!(err instanceof CommittedFileLost)) throw err;
+      if (!(err instanceof CommittedFileLost)) {
+        for (const [name, e] of entries) this.#unfinished.set(name, e);
+        throw err;
+      }
     }
     // One at a time, to find which.
     let lost = 0;
     for (const [name, e] of entries) {
       try {
         await finishEntries([e]);
+        this.#unfinished.delete(name);
       } catch (err) {
-        if (!(err instanceof CommittedFileLost)) throw err;
-        await fs.rename(path.join(this.dir, name), path.join(this.dir, `${name}.lost`));
-        this.#unindex(name);
+        if (!(err instanceof CommittedFileLost)) {
+          this.#unfinished.set(name, e);
+          throw err;
+        }
+        await this.#setAside(name);
         lost++;
       }
     }
     return lost;
   }
 
+  async #setAside(name: string): Promise<void> {
+    try {
+      await fs.rename(path.join(this.dir, name), path.join(this.dir, `${name}.lost`));
+    } catch (err) {
+      // Set aside (or pruned) by another process meanwhile: the same outcome.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    } finally {
+      this.#unindex(name);
+      this.#unfinished.delete(name);
+    }
+  }
+
+  /** Finishes the unfinished entries that hold any of these messages (the journal's own fsync first). */
+  async #finishHolding(ds: readonly Delivery[]): Promise<void> {
+    if (this.#unfinished.size === 0) return;
+    const ids = new Set(ds.map((d) => d.id));
+    const seqs = new Set(ds.map((d) => d.seq));
+    const holding = [...this.#unfinished].filter(([, e]) =>
+      e.ids ? e.ids.some((id) => ids.has(id)) : e.seqs.some((s) => seqs.has(s)),
+    );
+    if (holding.length === 0) return;
+    await fsyncDir(this.dir);
+    await this.#finishOrSetAside(holding);
+  }
+
   /** Whether this message's request is in an entry this process has read (no disk access). */
   knows(d: Delivery): boolean {
-    const at = this.#ids.get(d.id);
-    // A copy stored earlier, or later (a redelivered first copy after the resend was committed), within the window.
-    if (at !== undefined && d.storedAt - at < IDEMPOTENCY_WINDOW_MS) return true;
+    const times = this.#ids.get(d.id);
+    if (times !== undefined) {
+      if (
+        typeof times === 'number'
+          ? sameRequest(times, d.storedAt)
+          : times.some((t) => sameRequest(t, d.storedAt))
+      )
+        return true;
+    }
     return this.#legacySeqs.size > 0 && this.#legacySeqs.has(d.seq);
   }
 
   /**
-   * True when this message's request is already in committed files. An unknown one rereads the journal's new
-   * entries, since another process may have committed it.
+   * True when this message's request is already in committed files, whose entry is finished: it may be acked. An
+   * unknown one rereads the journal's new entries, since another process may have committed it.
    */
   async isCommitted(d: Delivery): Promise<boolean> {
     if (!this.knows(d)) await this.#finishOrSetAside(await this.#loadNew());
-    if (!this.knows(d)) return false;
-    // Committed, but renames failed earlier in this process: finish them before anyone acks on it.
-    if (this.#unfinished.size > 0) {
-      await finishEntries([...this.#unfinished.values()]);
-      this.#unfinished.clear();
-    }
-    return true;
+    await this.#finishHolding([d]);
+    return this.knows(d);
   }
 
-  /** The sequences among these messages whose request is in an entry (this process's or another's), read afresh. */
+  /**
+   * The sequences among a batch's messages that must not be written: their request is in an entry (this
+   * process's or another's, read afresh, finished), or is an earlier message of the batch.
+   */
   async committedAmong(ds: readonly Delivery[]): Promise<Set<number>> {
     await this.#finishOrSetAside(await this.#loadNew());
-    return new Set(ds.filter((d) => this.knows(d)).map((d) => d.seq));
+    await this.#finishHolding(ds);
+    const skip = new Set<number>();
+    const kept = new Map<string, number[]>();
+    for (const d of ds) {
+      const earlier = kept.get(d.id);
+      if (this.knows(d) || earlier?.some((t) => sameRequest(t, d.storedAt))) skip.add(d.seq);
+      else if (earlier) earlier.push(d.storedAt);
+      else kept.set(d.id, [d.storedAt]);
+    }
+    return skip;
   }
 
   nextCommitNo(): number {
@@ -230,12 +300,16 @@ export class CommitJournal {
     try {
       await writeFileDurably(file, JSON.stringify(entry));
     } catch (err) {
-      // Renamed into place with only its directory's fsync failing, it is committed: readers may have seen it.
-      const inPlace = await fs.access(file).then(
-        () => true,
+      const missing = await fs.access(file).then(
         () => false,
+        (e: NodeJS.ErrnoException) => e.code === 'ENOENT',
       );
-      if (!inPlace) throw new NotCommitted(`commit entry ${name} not written`, { cause: err });
+      if (missing) throw new NotCommitted(`commit entry ${name} not written`, { cause: err });
+      // In place, so committed (readers may have seen it), but not known to be durable: finished, the journal's
+      // directory fsynced, before any of its messages is acked.
+      this.#index(name, entry);
+      this.#unfinished.set(name, entry);
+      throw err;
     }
     this.#index(name, entry);
     try {
@@ -247,10 +321,12 @@ export class CommitJournal {
   }
 
   /**
-   * Deletes the entries no message can be a copy of any more: every sequence at or below the consumer's ack
-   * floor, and the newest message older than the idempotency window.
+   * Deletes the entries no message can be a copy of any more: every sequence at or below the consumer's ack floor,
+   * and `oldestPending` (the broker time of the oldest message not yet processed, or now when there is none: the
+   * earliest any message still to be processed can have been stored) more than the window after the entry's
+   * newest message.
    */
-  async prune(ackFloor: number, now = Date.now()): Promise<number> {
+  async prune(ackFloor: number, oldestPending = Date.now()): Promise<number> {
     let removed = 0;
     for (const [name, e] of [...this.#entries]) {
       if (this.#unfinished.has(name)) continue;
@@ -258,7 +334,7 @@ export class CommitJournal {
       for (const s of e.seqs) if (s > maxSeq) maxSeq = s;
       let newest = 0;
       for (const t of e.storedAt ?? []) if (t > newest) newest = t;
-      if (maxSeq > ackFloor || now - newest < IDEMPOTENCY_WINDOW_MS) continue;
+      if (maxSeq > ackFloor || oldestPending - newest < IDEMPOTENCY_WINDOW_MS + CLOCK_MARGIN_MS) continue;
       await fs.rm(path.join(this.dir, name), { force: true });
       this.#unindex(name);
       removed++;

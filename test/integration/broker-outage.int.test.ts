@@ -97,6 +97,7 @@ describe('broker outage', () => {
 
     await stack.nats.stop();
     await stack.nats.start();
+    const skippedBefore = stack.service.pipeline!.stats().redeliveredSkipped;
     const again = await eventually(
       () => ingest(stack.service, tenant.keys.test!, body, headers),
       (r) => r.statusCode === 202,
@@ -113,6 +114,8 @@ describe('broker outage', () => {
     // Everything sent is committed (the resend was read and dropped by the pipeline, not left in the stream).
     await stack.service.pipeline!.drained();
     expect(await eventually(listed, (n) => n === 41)).toBe(41);
+    // The broker stored the resend again (it had forgotten the id): the journal is what kept it out.
+    expect(stack.service.pipeline!.stats().redeliveredSkipped).toBeGreaterThan(skippedBefore);
   });
 
   it('a broker that dies is started again, and what it had accepted is all stored', async () => {

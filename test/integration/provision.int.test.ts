@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Broker, connectBroker } from '../../broker/connection.js';
 import type { NatsServerHandle } from '../../broker/nats-server.js';
 import { INGEST_STREAM, PIPELINE_CONSUMER, provision } from '../../broker/provision.js';
-import { startTestNats, tempDir } from '../support/env.js';
+import { eventually, startTestNats, tempDir } from '../support/env.js';
 
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
 
@@ -45,7 +45,10 @@ describe('provision', () => {
     again!.ack();
     expect(notes).toEqual(['1 payloads held by a stopped process are delivered again now']);
     // Nothing held: a restart keeps the consumer as it is.
-    await broker.nc.flush();
+    await eventually(
+      async () => (await broker.jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER)).num_ack_pending,
+      (n) => n === 0,
+    );
     await provision(broker.jsm, broker.kvm, { ...opts, soleConsumer: true, log: (m) => notes.push(m) });
     expect(notes).toHaveLength(1);
     expect((await broker.jsm.streams.info(INGEST_STREAM)).state.messages).toBe(0);

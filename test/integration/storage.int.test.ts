@@ -143,6 +143,28 @@ describe('commit journal', () => {
     // The same key reused once the idempotency window is over is a new request (CONTRACT §5).
     expect(writer.knows(d(8, 'r2', T + 2 + IDEMPOTENCY_WINDOW_MS))).toBe(false);
     expect(await writer.committedAmong([d(1), d(3), d(9, 'r1', T + 5000)])).toEqual(new Set([1, 9]));
+    // Within one batch: a second copy of a request goes; the same key far enough apart is another request.
+    const far = T + 30 + IDEMPOTENCY_WINDOW_MS + 1;
+    expect(await writer.committedAmong([d(30, 'x', T + 30), d(31, 'x', T + 31), d(32, 'x', far)])).toEqual(
+      new Set([31]),
+    );
+    // A key reused after the window, committed first, does not hide a first copy still on its way (a backlog):
+    // each is known by its own time.
+    const reused = T + 1 + IDEMPOTENCY_WINDOW_MS + 5000;
+    const tmpR = path.join(data, 'executions', 'r.parquet.tmp');
+    await fs.writeFile(tmpR, 'r');
+    await writer.commit({
+      writerId: 'wA',
+      commitNo: writer.nextCommitNo(),
+      seqs: [40],
+      ids: ['r1'],
+      storedAt: [reused],
+      files: [{ tmpPath: tmpR, finalPath: fin('r') }],
+    });
+    expect(writer.knows(d(1))).toBe(true);
+    expect(writer.knows(d(41, 'r1', reused + 1000))).toBe(true);
+    expect(writer.knows(d(42, 'r1', T + 1 + IDEMPOTENCY_WINDOW_MS / 2 + 2500))).toBe(true);
+    expect(writer.knows(d(43, 'r1', reused + IDEMPOTENCY_WINDOW_MS))).toBe(false);
 
     // A second writer commits seqs 3–4; its entry is durable but it "dies" before renaming file b.
     const entry = {
@@ -166,21 +188,27 @@ describe('commit journal', () => {
 
     // A restarted process sees every entry.
     const restarted = new CommitJournal(data, 'wC');
-    expect((await restarted.recover()).entries).toBe(3);
+    expect((await restarted.recover()).entries).toBe(4);
     expect(await restarted.isCommitted(d(1))).toBe(true);
     expect(await restarted.isCommitted(d(3))).toBe(true);
     expect(await restarted.isCommitted(d(5, 'other'))).toBe(true);
 
-    // An entry goes once the ack floor has passed its every sequence and its newest request is older than the
-    // idempotency window: until then a resend after a broker restart would still be a copy.
-    const later = T + 10 + IDEMPOTENCY_WINDOW_MS;
+    // An entry goes once the ack floor has passed its every sequence and every message still to be processed was
+    // stored more than the idempotency window (and a minute for clocks) after the entry's newest: until then a
+    // resend after a broker restart, or one waiting in a backlog, would still be a copy.
+    const later = T + 10 + IDEMPOTENCY_WINDOW_MS + 60_000;
     expect(await restarted.prune(5, T + 60_000)).toBe(1); // the earlier version's entry: no window to keep
-    expect(await restarted.prune(1, later)).toBe(0);
+    expect(await restarted.prune(1, later)).toBe(0); // the ack floor has not passed seq 2
+    expect(await restarted.prune(2, T + 5 + IDEMPOTENCY_WINDOW_MS)).toBe(0); // a pending message within reach
     expect(await restarted.prune(2, later)).toBe(1);
-    expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual(['wB-0000000001.json']);
+    expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual([
+      'wA-0000000002.json',
+      'wB-0000000001.json',
+    ]);
     expect(restarted.knows(d(2))).toBe(false);
     expect(restarted.knows(d(3))).toBe(true);
-    expect(await restarted.prune(4, later)).toBe(1);
+    expect(await restarted.prune(40, later)).toBe(1);
+    expect(await restarted.prune(40, reused + IDEMPOTENCY_WINDOW_MS + 60_000)).toBe(1);
     expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
 
     // A committed file that vanished never passes for "already renamed": the entry is set aside and its
@@ -195,8 +223,12 @@ describe('commit journal', () => {
     };
     await fs.writeFile(path.join(data, '_journal', 'wD-0000000001.json'), JSON.stringify(lost));
     const afterLoss = new CommitJournal(data, 'wE');
-    expect(await afterLoss.recover()).toMatchObject({ entries: 1, lost: 1 });
+    // Another process finding it at the same moment: whichever sets it aside first, neither knows r9 after.
+    const alongside = new CommitJournal(data, 'wF');
+    const [one, two] = await Promise.all([afterLoss.recover(), alongside.recover()]);
+    expect(one.lost + two.lost).toBeGreaterThanOrEqual(1);
     expect(await afterLoss.isCommitted(d(9))).toBe(false);
+    expect(await alongside.isCommitted(d(9))).toBe(false);
     await fs.rm(path.join(data, '_journal', 'wD-0000000001.json.lost'));
 
     // The uncommitted temporary file c is an orphan once it is old enough.

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isAlive } from '../../bench/support/service-process.js';
 import { eventually, tempDir } from '../support/env.js';
 
 /**
@@ -21,19 +21,8 @@ afterAll(async () => {
   for (const d of dirs) await fs.rm(d, { recursive: true, force: true });
 });
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // A killed process nobody has reaped yet (a container's init may never reap) is a zombie: gone.
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
+/** Running: a killed process nobody has reaped yet (a container's init may never reap) is a zombie, gone. */
+const alive = isAlive;
 
 /** Starts the service in a process group of its own; answers once it listens, with its broker's pid. */
 async function startGroup(name: string, opts: { dir?: string; nodeArgs?: string[] } = {}) {

@@ -1,0 +1,374 @@
+import { endpointTemplate } from '../fingerprint.js';
+import { hexId, requestType, toBigInt, toNumber } from './proto.js';
+
+/**
+ * OTLP traces (CONTRACT §12): an ExportTraceServiceRequest, protobuf or JSON, read into plain spans, and the spans
+ * mapped as the contract's table says. A SERVER or CONSUMER span is an execution (an ingest item as
+ * /api/ingest takes it, so the rest of the pipeline is the same); every other span is a child span of its trace.
+ */
+
+export type AttrValue = string | number | boolean | null | AttrValue[] | { [key: string]: AttrValue };
+export type Attributes = Record<string, AttrValue>;
+
+export interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  startNs: bigint;
+  endNs: bigint;
+  attributes: Attributes;
+  events: { name: string; attributes: Attributes }[];
+  statusCode: number;
+  statusMessage: string;
+  resource: Attributes;
+}
+
+/** OTLP's SpanKind and Status.StatusCode numbers. */
+const KIND = { unspecified: 0, internal: 1, server: 2, client: 3, producer: 4, consumer: 5 } as const;
+const KIND_NAMES = ['unspecified', 'internal', 'server', 'client', 'producer', 'consumer'];
+const STATUS_NAMES = ['unset', 'ok', 'error'];
+const STATUS_ERROR = 2;
+
+// ---- reading a request ----
+
+interface PbAnyValue {
+  value?: string;
+  stringValue?: string;
+  boolValue?: boolean;
+  intValue?: unknown;
+  doubleValue?: number;
+  arrayValue?: { values?: PbAnyValue[] };
+  kvlistValue?: { values?: PbKeyValue[] };
+  bytesValue?: Uint8Array;
+}
+interface PbKeyValue {
+  key?: string;
+  value?: PbAnyValue | null;
+}
+
+/** An AnyValue as protobufjs decodes it: the oneof's virtual `value` names the field that is set. */
+function pbValue(v: PbAnyValue | null | undefined): AttrValue {
+  if (!v) return null;
+  switch (v.value) {
+    case 'stringValue':
+      return v.stringValue ?? '';
+    case 'boolValue':
+      return v.boolValue ?? false;
+    case 'intValue':
+      return toNumber(v.intValue);
+    case 'doubleValue':
+      return v.doubleValue ?? 0;
+    case 'arrayValue':
+      return (v.arrayValue?.values ?? []).map(pbValue);
+    case 'kvlistValue':
+      return pbAttributes(v.kvlistValue?.values);
+    case 'bytesValue':
+      return hexId(v.bytesValue);
+    default:
+      return null;
+  }
+}
+
+function pbAttributes(kvs: PbKeyValue[] | null | undefined): Attributes {
+  const out: Attributes = {};
+  for (const kv of kvs ?? []) if (kv.key) out[kv.key] = pbValue(kv.value);
+  return out;
+}
+
+/** An AnyValue in OTLP/JSON: one key names the kind; 64-bit integers may come as strings. */
+function jsonValue(v: unknown): AttrValue {
+  if (v === null || typeof v !== 'object') return null;
+  const o = v as Record<string, unknown>;
+  if ('stringValue' in o) return String(o.stringValue ?? '');
+  if ('boolValue' in o) return o.boolValue === true;
+  if ('intValue' in o) return Number(o.intValue);
+  if ('doubleValue' in o) return Number(o.doubleValue);
+  if ('arrayValue' in o) {
+    const values = (o.arrayValue as { values?: unknown[] } | null)?.values;
+    return Array.isArray(values) ? values.map(jsonValue) : [];
+  }
+  if ('kvlistValue' in o) return jsonAttributes((o.kvlistValue as { values?: unknown } | null)?.values);
+  if ('bytesValue' in o) return Buffer.from(String(o.bytesValue ?? ''), 'base64').toString('hex');
+  return null;
+}
+
+function jsonAttributes(kvs: unknown): Attributes {
+  const out: Attributes = {};
+  if (!Array.isArray(kvs)) return out;
+  for (const kv of kvs as { key?: unknown; value?: unknown }[]) {
+    if (kv && typeof kv.key === 'string' && kv.key) out[kv.key] = jsonValue(kv.value);
+  }
+  return out;
+}
+
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+/** OTLP/JSON ids are hex strings (not base64, unlike other bytes). */
+const jsonId = (v: unknown) => (typeof v === 'string' ? v.toLowerCase() : '');
+/** OTLP/JSON enums are numbers; names are accepted too. */
+function jsonEnum(v: unknown, names: readonly string[], prefix: string): number {
+  if (typeof v === 'number') return v;
+  if (typeof v === 'string') {
+    const i = names.indexOf(v.replace(prefix, '').toLowerCase());
+    return i < 0 ? 0 : i;
+  }
+  return 0;
+}
+
+/** The spans of a protobuf body; throws when it is not an ExportTraceServiceRequest. */
+export function readTracesProtobuf(body: Uint8Array): OtlpSpan[] {
+  const request = requestType('traces').decode(body) as unknown as {
+    resourceSpans?: {
+      resource?: { attributes?: PbKeyValue[] } | null;
+      scopeSpans?: {
+        spans?: {
+          traceId?: Uint8Array;
+          spanId?: Uint8Array;
+          parentSpanId?: Uint8Array;
+          name?: string;
+          kind?: number;
+          startTimeUnixNano?: unknown;
+          endTimeUnixNano?: unknown;
+          attributes?: PbKeyValue[];
+          events?: { name?: string; attributes?: PbKeyValue[] }[];
+          status?: { code?: number; message?: string } | null;
+        }[];
+      }[];
+    }[];
+  };
+  const spans: OtlpSpan[] = [];
+  for (const rs of request.resourceSpans ?? []) {
+    const resource = pbAttributes(rs.resource?.attributes);
+    for (const ss of rs.scopeSpans ?? []) {
+      for (const s of ss.spans ?? []) {
+        spans.push({
+          traceId: hexId(s.traceId),
+          spanId: hexId(s.spanId),
+          parentSpanId: hexId(s.parentSpanId),
+          name: s.name ?? '',
+          kind: s.kind ?? 0,
+          startNs: toBigInt(s.startTimeUnixNano),
+          endNs: toBigInt(s.endTimeUnixNano),
+          attributes: pbAttributes(s.attributes),
+          events: (s.events ?? []).map((e) => ({
+            name: e.name ?? '',
+            attributes: pbAttributes(e.attributes),
+          })),
+          statusCode: s.status?.code ?? 0,
+          statusMessage: s.status?.message ?? '',
+          resource,
+        });
+      }
+    }
+  }
+  return spans;
+}
+
+/** The spans of an OTLP/JSON body (already parsed); throws when it is not an object. */
+export function readTracesJson(body: unknown): OtlpSpan[] {
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new Error('expected an ExportTraceServiceRequest object');
+  const spans: OtlpSpan[] = [];
+  for (const rs of list((body as { resourceSpans?: unknown }).resourceSpans)) {
+    const r = (rs ?? {}) as { resource?: { attributes?: unknown }; scopeSpans?: unknown };
+    const resource = jsonAttributes(r.resource?.attributes);
+    for (const ss of list(r.scopeSpans)) {
+      for (const raw of list((ss as { spans?: unknown } | null)?.spans)) {
+        const s = (raw ?? {}) as Record<string, unknown>;
+        const status = (s.status ?? {}) as { code?: unknown; message?: unknown };
+        spans.push({
+          traceId: jsonId(s.traceId),
+          spanId: jsonId(s.spanId),
+          parentSpanId: jsonId(s.parentSpanId),
+          name: typeof s.name === 'string' ? s.name : '',
+          kind: jsonEnum(s.kind, KIND_NAMES, 'SPAN_KIND_'),
+          startNs: toBigInt(s.startTimeUnixNano ?? 0),
+          endNs: toBigInt(s.endTimeUnixNano ?? 0),
+          attributes: jsonAttributes(s.attributes),
+          events: list(s.events).map((e) => {
+            const ev = (e ?? {}) as { name?: unknown; attributes?: unknown };
+            return {
+              name: typeof ev.name === 'string' ? ev.name : '',
+              attributes: jsonAttributes(ev.attributes),
+            };
+          }),
+          statusCode: jsonEnum(status.code, STATUS_NAMES, 'STATUS_CODE_'),
+          statusMessage: typeof status.message === 'string' ? status.message : '',
+          resource,
+        });
+      }
+    }
+  }
+  return spans;
+}
+
+// ---- mapping ----
+
+/** A span kept under its execution (GET /api/executions/{id} `spans`). */
+export interface ChildSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  kind: string;
+  startedAt: number;
+  durationMs: number;
+  status: string;
+  attributes: Attributes;
+}
+
+export interface MappedTraces {
+  /** Execution items, as /api/ingest takes them (service and environment on each). */
+  executions: Record<string, unknown>[];
+  spans: ChildSpan[];
+  /** Spans that cannot be mapped; `index` counts every span of the body, in order. */
+  rejected: { index: number; message: string }[];
+}
+
+const ZERO_ID = /^0*$/;
+/** Nanoseconds as milliseconds, to the microsecond (a double holds no finer at today's epoch). */
+const msOf = (ns: bigint) => Number(ns / 1000n) / 1000;
+const durationMs = (s: OtlpSpan) => Number(s.endNs - s.startNs) / 1e6;
+const str = (v: AttrValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null);
+const int = (v: AttrValue | undefined): number | null =>
+  typeof v === 'number' && Number.isInteger(v)
+    ? v
+    : typeof v === 'string' && /^\d+$/.test(v)
+      ? Number(v)
+      : null;
+
+/** Attributes that become fields of the execution, not context. */
+const MAPPED = new Set([
+  'http.request.method',
+  'http.method',
+  'http.route',
+  'url.path',
+  'http.target',
+  'http.response.status_code',
+  'http.status_code',
+  'messaging.destination.name',
+]);
+
+/** Context paths are at most this deep and this many (the ingest item's limits: INGEST_ITEM_LIMITS). */
+const CONTEXT_MAX_DEPTH = 8;
+const CONTEXT_MAX_LEAVES = 256;
+
+/**
+ * Attributes as a context tree by their dotted names (`http.user_agent` → { http: { user_agent } }): scalar
+ * leaves (arrays and maps as JSON text), the first name to claim a path kept.
+ */
+function addToContext(
+  tree: Record<string, unknown>,
+  prefix: string[],
+  attrs: Attributes,
+  leaves: { n: number },
+) {
+  for (const [key, value] of Object.entries(attrs)) {
+    if (leaves.n >= CONTEXT_MAX_LEAVES) return;
+    let parts = [...prefix, ...key.split('.').filter((p) => p !== '')];
+    if (parts.length === 0) continue;
+    if (parts.length > CONTEXT_MAX_DEPTH)
+      parts = [...parts.slice(0, CONTEXT_MAX_DEPTH - 1), parts.slice(CONTEXT_MAX_DEPTH - 1).join('_')];
+    let node = tree;
+    let ok = true;
+    for (const p of parts.slice(0, -1)) {
+      const next = node[p];
+      if (next === undefined) node[p] = {};
+      else if (next === null || typeof next !== 'object') {
+        ok = false;
+        break;
+      }
+      node = node[p] as Record<string, unknown>;
+    }
+    const leaf = parts.at(-1)!;
+    if (!ok || leaf in node) continue;
+    node[leaf] = value === null || typeof value !== 'object' ? value : JSON.stringify(value);
+    leaves.n++;
+  }
+}
+
+/** The path of a URL or request target, without its query. */
+function pathOf(target: string): string {
+  const noQuery = target.split('?')[0]!;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(noQuery)) {
+    try {
+      return new URL(noQuery).pathname;
+    } catch {
+      return noQuery;
+    }
+  }
+  return noQuery;
+}
+
+function toExecution(s: OtlpSpan): Record<string, unknown> {
+  const a = s.attributes;
+  const method = str(a['http.request.method']) ?? str(a['http.method']);
+  const target = str(a['url.path']) ?? str(a['http.target']);
+  const destination = str(a['messaging.destination.name']);
+  const endpoint =
+    str(a['http.route']) ??
+    (target ? endpointTemplate(pathOf(target)) : null) ??
+    destination ??
+    (s.name || 'unnamed');
+  const exceptionEvent = s.events.find((e) => e.name === 'exception');
+  const context: Record<string, unknown> = {};
+  const leaves = { n: 0 };
+  addToContext(context, [], Object.fromEntries(Object.entries(a).filter(([k]) => !MAPPED.has(k))), leaves);
+  addToContext(context, ['resource'], s.resource, leaves);
+  return {
+    executionId: s.spanId,
+    traceId: s.traceId,
+    spanId: s.spanId,
+    parentSpanId: s.parentSpanId || null,
+    service: str(s.resource['service.name']) ?? 'unknown_service',
+    environment:
+      str(s.resource['deployment.environment.name']) ??
+      str(s.resource['deployment.environment']) ??
+      'default',
+    source: method ? 'http' : s.kind === KIND.consumer ? 'message' : 'custom',
+    endpoint: endpoint.slice(0, 512),
+    method,
+    startedAt: msOf(s.startNs),
+    durationMs: durationMs(s),
+    statusCode: int(a['http.response.status_code']) ?? int(a['http.status_code']),
+    exception: exceptionEvent
+      ? {
+          type: str(exceptionEvent.attributes['exception.type']) ?? 'Error',
+          message: str(exceptionEvent.attributes['exception.message']) ?? '',
+          stack: str(exceptionEvent.attributes['exception.stacktrace']),
+        }
+      : null,
+    outcomeEvidence:
+      s.statusCode === STATUS_ERROR
+        ? [{ kind: 'otel_status', verdict: 'failed', detail: s.statusMessage || null }]
+        : null,
+    context: Object.keys(context).length > 0 ? context : null,
+  };
+}
+
+/** Maps a body's spans: executions, child spans, and the spans that cannot be mapped. */
+export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
+  const out: MappedTraces = { executions: [], spans: [], rejected: [] };
+  spans.forEach((s, index) => {
+    if (ZERO_ID.test(s.traceId)) out.rejected.push({ index, message: 'the span has no trace id' });
+    else if (ZERO_ID.test(s.spanId)) out.rejected.push({ index, message: 'the span has no span id' });
+    else if (s.startNs <= 0n || s.endNs < s.startNs)
+      out.rejected.push({ index, message: 'the span ends before it starts, or has no start' });
+    else if (s.kind === KIND.server || s.kind === KIND.consumer) out.executions.push(toExecution(s));
+    else {
+      out.spans.push({
+        traceId: s.traceId,
+        spanId: s.spanId,
+        parentSpanId: s.parentSpanId || null,
+        name: s.name,
+        kind: KIND_NAMES[s.kind] ?? 'unspecified',
+        startedAt: msOf(s.startNs),
+        durationMs: durationMs(s),
+        status: STATUS_NAMES[s.statusCode] ?? 'unset',
+        attributes: s.attributes,
+      });
+    }
+  });
+  return out;
+}

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -59,10 +59,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process runs: EPERM (not ours) is running; a zombie (killed, not reaped: a container's init may never reap) is not. */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
   }
@@ -93,19 +98,28 @@ function canConnect(port: number): Promise<boolean> {
 }
 
 /**
- * A server left behind by a process that was killed with SIGKILL still holds the store: stop it before a new
- * one opens the same store, or the two would write it at once.
+ * The pid in a nats-server pid file when that process runs and is a nats-server: the file outlives its process,
+ * and a recycled pid must not get an unrelated program killed.
  */
-async function stopStale(pidFile: string): Promise<void> {
+export async function runningNatsServer(pidFile: string): Promise<number | null> {
   let pid: number;
   try {
     pid = Number.parseInt(await fs.readFile(pidFile, 'utf8'), 10);
   } catch {
-    return;
+    return null;
   }
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
   const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  if (!cmdline.includes('nats-server')) return;
+  return cmdline.includes('nats-server') ? pid : null;
+}
+
+/**
+ * A server left behind by a process that was killed with SIGKILL still holds the store: stop it before a new
+ * one opens the same store, or the two would write it at once.
+ */
+async function stopStale(pidFile: string): Promise<void> {
+  const pid = await runningNatsServer(pidFile);
+  if (pid === null) return;
   process.kill(pid, 'SIGTERM');
   await waitFor(() => !isAlive(pid), 10_000, `stale nats-server ${pid} to stop`).catch(() => {
     if (isAlive(pid)) process.kill(pid, 'SIGKILL');

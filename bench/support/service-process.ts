@@ -1,8 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isAlive, runningNatsServer } from '../../broker/nats-server.js';
 import { nodeFlags } from '../../main.js';
 
 /**
@@ -51,20 +50,7 @@ export function serviceEntry(scriptUrl: string): string {
   return fileURLToPath(new URL('../main.js', scriptUrl));
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    // EPERM: it exists but is not ours, which still means alive.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  // A killed orphan nobody has reaped yet (a container's init may never reap) is a zombie: gone, not running.
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
+export { isAlive };
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -78,18 +64,8 @@ async function waitDead(pid: number, timeoutMs: number): Promise<boolean> {
 }
 
 /** The pid in DATA_DIR/nats/nats-server.pid when that process is alive and really a nats-server. */
-export async function natsServerPid(dataDir: string): Promise<number | null> {
-  let pid: number;
-  try {
-    pid = Number.parseInt(await fs.readFile(path.join(dataDir, 'nats', 'nats-server.pid'), 'utf8'), 10);
-  } catch {
-    return null;
-  }
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
-  // The pid file outlives its process; a recycled pid must not get us to kill an unrelated program.
-  const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  return cmdline.includes('nats-server') ? pid : null;
-}
+export const natsServerPid = (dataDir: string): Promise<number | null> =>
+  runningNatsServer(path.join(dataDir, 'nats', 'nats-server.pid'));
 
 /** Kills a nats-server that a SIGKILLed service left behind; returns its pid when there was one. */
 export async function killOrphanNats(dataDir: string): Promise<number | null> {

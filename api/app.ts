@@ -18,6 +18,7 @@ import { keyRoutes } from './routes/keys.js';
 import { logRoutes } from './routes/logs.js';
 import { metricRoutes } from './routes/metrics.js';
 import { operationsRoutes } from './routes/operations.js';
+import { otlpRoutes } from './routes/otlp.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import { requestValidator } from './validate.js';
 
@@ -64,7 +65,8 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
   });
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url;
-    if (route === '/api/ingest') ctx.metrics.ingestRequests.inc({ status: String(reply.statusCode) });
+    if (route === '/api/ingest' || route?.startsWith('/v1/'))
+      ctx.metrics.ingestRequests.inc({ status: String(reply.statusCode) });
     else if (route && req.method === 'GET' && route.startsWith('/api/')) {
       ctx.metrics.querySeconds.observe({ route }, reply.elapsedTime / 1000);
     }
@@ -103,6 +105,7 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     keyRoutes,
     ingestRoutes,
     ingestToolRoutes,
+    otlpRoutes,
     executionRoutes,
     logRoutes,
     issueRoutes,

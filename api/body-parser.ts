@@ -111,43 +111,52 @@ export function readBody(
   });
 }
 
+export interface BodyLimits {
+  maxBytes: number;
+  maxDecodedBytes: number;
+}
+
+/** A body as sent and decoded: `content-encoding` gzip or identity (415 otherwise), the size limits (413). */
+export async function readRawBody(
+  req: FastifyRequest,
+  payload: NodeJS.ReadableStream,
+  limits: BodyLimits,
+): Promise<RawJsonBody> {
+  const raw = await readBody(req, payload, limits.maxBytes);
+  if (raw.length === 0)
+    throw new ServiceError('VALIDATION_ERROR', 'the body is empty', [
+      { path: '', message: 'expected a body' },
+    ]);
+  const enc = String(req.headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase();
+  let encoding: RawJsonBody['encoding'];
+  if (enc === 'gzip') encoding = 'gzip';
+  else if (enc === 'identity' || enc === '') encoding = 'identity';
+  else
+    throw new ServiceError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `content-encoding ${enc} is not supported; use gzip or identity`,
+    );
+  const decoded = encoding === 'gzip' ? await gunzip(raw, limits.maxDecodedBytes) : raw;
+  if (decoded.length > limits.maxDecodedBytes) {
+    throw new ServiceError('PAYLOAD_TOO_LARGE', `the decoded body is over ${limits.maxDecodedBytes} bytes`);
+  }
+  return { raw, decoded, encoding };
+}
+
 /**
- * JSON bodies only (415 otherwise), `content-encoding` gzip or identity (415 otherwise), the size limits as sent
+ * JSON bodies only (415 otherwise; routes that take another media type add its parser), the size limits as sent
  * (readBody) and decoded (413).
  */
-export function installBodyParser(
-  app: FastifyInstance,
-  limits: { maxBytes: number; maxDecodedBytes: number },
-): void {
+export function installBodyParser(app: FastifyInstance, limits: BodyLimits): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
     async (req: FastifyRequest, payload: NodeJS.ReadableStream) => {
-      const raw = await readBody(req, payload, limits.maxBytes);
-      if (raw.length === 0)
-        throw new ServiceError('VALIDATION_ERROR', 'the body is empty', [
-          { path: '', message: 'expected a JSON body' },
-        ]);
-      const enc = String(req.headers['content-encoding'] ?? 'identity')
-        .trim()
-        .toLowerCase();
-      let encoding: RawJsonBody['encoding'];
-      if (enc === 'gzip') encoding = 'gzip';
-      else if (enc === 'identity' || enc === '') encoding = 'identity';
-      else
-        throw new ServiceError(
-          'UNSUPPORTED_MEDIA_TYPE',
-          `content-encoding ${enc} is not supported; use gzip or identity`,
-        );
-      const decoded = encoding === 'gzip' ? await gunzip(raw, limits.maxDecodedBytes) : raw;
-      if (decoded.length > limits.maxDecodedBytes) {
-        throw new ServiceError(
-          'PAYLOAD_TOO_LARGE',
-          `the decoded body is over ${limits.maxDecodedBytes} bytes`,
-        );
-      }
-      if (req.routeOptions.config.rawJsonBody) return { raw, decoded, encoding } satisfies RawJsonBody;
-      return parseJson(decoded);
+      const body = await readRawBody(req, payload, limits);
+      if (req.routeOptions.config.rawJsonBody) return body;
+      return parseJson(body.decoded);
     },
   );
   // Any other media type is refused with 415 before the body is read.

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { brokerUnavailable, isBrokerOutage } from '../broker/errors.js';
 import { type ErrorBody, ServiceError } from '../schemas/errors.js';
 import { scrubSecrets } from './log-redaction.js';
@@ -26,23 +26,31 @@ function fromFastify(err: FastifyError): ServiceError | null {
   }
 }
 
+/**
+ * Any error as the contract's (CONTRACT §3), logged as what it is: an outage (the broker down, a limit of the
+ * store) is the caller's to retry, not a fault of this code; an unknown error is a 500 with its details in the
+ * log only.
+ */
+export function toServiceError(err: FastifyError | ServiceError, req: FastifyRequest): ServiceError {
+  const known =
+    err instanceof ServiceError
+      ? err
+      : isBrokerOutage(err)
+        ? brokerUnavailable()
+        : (fromValidation(err, req) ?? fromFastify(err as FastifyError));
+  const e =
+    known ?? new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
+  if (e.code === 'UNAVAILABLE')
+    req.log.warn({ code: e.code, msg: e.message }, 'request refused: unavailable');
+  else if (e.status >= 500) req.log.error({ err }, 'request failed');
+  else req.log.info({ code: e.code, msg: e.message }, 'request refused');
+  return e;
+}
+
 /** The one place errors become the contract's error body (CONTRACT §3). */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | ServiceError, req, reply) => {
-    const known =
-      err instanceof ServiceError
-        ? err
-        : isBrokerOutage(err)
-          ? brokerUnavailable()
-          : (fromValidation(err, req) ?? fromFastify(err as FastifyError));
-    const e =
-      known ??
-      new ServiceError('INTERNAL_ERROR', 'internal error; the log has details under this request id');
-    // An outage (the broker down, a limit of the store) is the caller's to retry, not a fault of this code.
-    if (e.code === 'UNAVAILABLE')
-      req.log.warn({ code: e.code, msg: e.message }, 'request refused: unavailable');
-    else if (e.status >= 500) req.log.error({ err }, 'request failed');
-    else req.log.info({ code: e.code, msg: e.message }, 'request refused');
+    const e = toServiceError(err, req);
     // An error may echo what the caller sent (an id, a value): never a key or a token, even the caller's own.
     const body: ErrorBody = {
       error: {

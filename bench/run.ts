@@ -4,6 +4,7 @@ import { main as crashRecovery } from './crash-recovery.js';
 import { main as fuzz } from './fuzz.js';
 import { main as ingest } from './ingest.js';
 import { main as metrics } from './metrics.js';
+import { main as otlp } from './otlp.js';
 import { main as query } from './query.js';
 
 /**
@@ -15,6 +16,7 @@ const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   'crash-recovery': crashRecovery,
   query,
   metrics,
+  otlp,
   fuzz,
 };
 

@@ -28,7 +28,8 @@ export async function publishIngest(
   h.set(INGEST_HEADERS.keyId, meta.keyId);
   h.set(INGEST_HEADERS.requestId, meta.requestId);
   h.set(INGEST_HEADERS.receivedAt, String(meta.receivedAt));
-  h.set(INGEST_HEADERS.encoding, meta.encoding);
+  h.set(INGEST_HEADERS.encoding, meta.encoding ?? 'identity');
+  if (meta.format !== undefined && meta.format !== 'ingest') h.set(INGEST_HEADERS.format, meta.format);
   try {
     const ack = await broker.js.publish(ingestSubject(meta.workspaceId, meta.mode), body, {
       msgID: msgId,

@@ -1,8 +1,10 @@
 import zlib from 'node:zlib';
 import { Piscina } from 'piscina';
 import type { IssueOccurrences } from '../schemas/issues.js';
-import type { Mode } from '../schemas/records.js';
+import type { Mode, SpanRecord } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
+import { parseOtlpFormat } from './otlp/decode.js';
+import { type CumulativeRecord, processOtlp } from './otlp/process.js';
 import { cachedOutcomeRules } from './outcome-rules.js';
 import { processPayload } from './process-payload.js';
 import { toChunks } from './to-columns.js';
@@ -15,6 +17,8 @@ import { toChunks } from './to-columns.js';
 export interface ParseTask {
   body: Uint8Array;
   encoding: 'gzip' | 'identity';
+  /** `ingest` (an /api/ingest body) or an OTLP format (`otlp-traces-protobuf`…, otlp/decode.ts). */
+  format: string;
   maxDecodedBytes: number;
   mode: Mode;
   /** Scopes the issue ids of failed executions (with the mode); absent: no fingerprint stage. */
@@ -33,32 +37,37 @@ export interface ParseResult {
   counts: { executions: number; logs: number; metrics: number; rejected: number };
   /** Per issue, this message's occurrences: a few small objects (about one in twenty executions fails). */
   issues: IssueOccurrences[];
+  /** Points of cumulative OTLP series, for the main thread to turn into increments (otlp/cumulative.ts). */
+  cumulative: CumulativeRecord[];
 }
 
-function decode(task: ParseTask): unknown {
-  const raw =
-    task.encoding === 'gzip'
-      ? zlib.gunzipSync(task.body, { maxOutputLength: task.maxDecodedBytes })
-      : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
-  return JSON.parse(raw.toString('utf8'));
-}
+const bytesOf = (task: ParseTask): Buffer =>
+  task.encoding === 'gzip'
+    ? zlib.gunzipSync(task.body, { maxOutputLength: task.maxDecodedBytes })
+    : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
 
 export default function parse(task: ParseTask): ParseResult {
   const meta = { requestId: task.requestId, receivedAt: task.receivedAt, seq: task.seq };
-  let payload: unknown;
+  const ctx = {
+    mode: task.mode,
+    requestId: task.requestId,
+    receivedAt: task.receivedAt,
+    workspaceId: task.workspaceId,
+  };
+  const options = { classifyRules: cachedOutcomeRules(task.outcomeRules) };
+  const otlp = parseOtlpFormat(task.format);
   let out: ReturnType<typeof processPayload>;
+  let spans: SpanRecord[] = [];
+  let cumulative: CumulativeRecord[] = [];
   try {
-    payload = decode(task);
-    out = processPayload(
-      payload,
-      {
-        mode: task.mode,
-        requestId: task.requestId,
-        receivedAt: task.receivedAt,
-        workspaceId: task.workspaceId,
-      },
-      { classifyRules: cachedOutcomeRules(task.outcomeRules) },
-    );
+    if (otlp) {
+      const processed = processOtlp(otlp.signal, otlp.encoding, bytesOf(task), ctx, options);
+      out = processed.out;
+      spans = processed.spans;
+      cumulative = processed.cumulative;
+    } else {
+      out = processPayload(JSON.parse(bytesOf(task).toString('utf8')), ctx, options);
+    }
   } catch (err) {
     // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a
     // record of it rather than lose it silently.
@@ -69,7 +78,7 @@ export default function parse(task: ParseTask): ParseResult {
       issues: [],
       rejections: [
         {
-          kind: 'executions',
+          kind: otlp ? (otlp.signal === 'traces' ? 'spans' : otlp.signal) : 'executions',
           index: -1,
           code: 'VALIDATION_ERROR',
           details: [{ path: '', message: String(err) }],
@@ -77,7 +86,7 @@ export default function parse(task: ParseTask): ParseResult {
       ],
     };
   }
-  const chunks = toChunks(out, meta, task.indexedKeys).finish();
+  const chunks = toChunks({ ...out, spans }, meta, task.indexedKeys).finish();
   const result: ParseResult = {
     chunks,
     counts: {
@@ -87,6 +96,7 @@ export default function parse(task: ParseTask): ParseResult {
       rejected: out.rejections.length,
     },
     issues: out.issues,
+    cumulative,
   };
   // The chunks' buffers move to the main thread instead of being copied.
   const movable = {

@@ -6,9 +6,10 @@ import type { ControlPlane } from '../control/control-plane.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema, MESSAGE_ID_HEADER } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
 import { type IssueOccurrences, mergeOccurrences } from '../schemas/issues.js';
-import type { Mode } from '../schemas/records.js';
+import type { MetricRecord, Mode } from '../schemas/records.js';
 import { HOUR_MS } from '../schemas/time.js';
 import { BatchWriter } from '../storage/batch-writer.js';
+import type { ColumnChunk } from '../storage/columns.js';
 import { CommitJournal, type Delivery } from '../storage/commit-journal.js';
 import { type CompactionStats, runCompaction } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
@@ -16,7 +17,10 @@ import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
 import { WORKER_EXEC_ARGV, workerFile } from '../storage/worker-file.js';
 import { type BatchEntry, Batcher, retryDelayMs } from './batcher.js';
+import { CumulativeSeries } from './otlp/cumulative.js';
+import type { CumulativeRecord } from './otlp/process.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
+import { toChunks } from './to-columns.js';
 
 export interface PipelineLog {
   info(obj: object, msg: string): void;
@@ -79,6 +83,7 @@ const PRUNE_EVERY_MS = 5000;
 export class Pipeline {
   readonly #o: PipelineOptions;
   readonly #journal: CommitJournal;
+  readonly #cumulative = new CumulativeSeries();
   #pool: Piscina<ParseTask, ParseResult> | null = null;
   #writer: BatchWriter | null = null;
   #batcher: Batcher | null = null;
@@ -234,6 +239,7 @@ export class Pipeline {
       requestId: h?.get(INGEST_HEADERS.requestId),
       receivedAt: h?.get(INGEST_HEADERS.receivedAt),
       encoding: h?.get(INGEST_HEADERS.encoding) || undefined,
+      format: h?.get(INGEST_HEADERS.format) || undefined,
     });
     if (!meta.success) {
       // Only the API publishes here, so this is not client data; keep it out of the way, loudly.
@@ -272,6 +278,7 @@ export class Pipeline {
       {
         body,
         encoding: meta.data.encoding,
+        format: meta.data.format,
         maxDecodedBytes: this.#o.config.BODY_MAX_DECODED_BYTES,
         mode: meta.data.mode,
         workspaceId: this.#o.config.FINGERPRINT_STAGE ? meta.data.workspaceId : undefined,
@@ -287,7 +294,28 @@ export class Pipeline {
     this.#stats.logs += result.counts.logs;
     this.#stats.metrics += result.counts.metrics;
     this.#stats.rejected += result.counts.rejected;
-    this.#batcher!.add(m, delivery, meta.data.workspaceId, meta.data.mode, result.chunks, result.issues);
+    const chunks =
+      result.cumulative.length > 0
+        ? [...result.chunks, ...this.#increments(meta.data, m.seq, result.cumulative)]
+        : result.chunks;
+    this.#batcher!.add(m, delivery, meta.data.workspaceId, meta.data.mode, chunks, result.issues);
+  }
+
+  /** Cumulative OTLP points as increments (otlp/cumulative.ts), in column chunks like the worker's. */
+  #increments(
+    meta: { workspaceId: string; mode: Mode; requestId: string; receivedAt: number },
+    seq: number,
+    points: readonly CumulativeRecord[],
+  ): ColumnChunk[] {
+    const metrics: MetricRecord[] = [];
+    for (const p of points) {
+      const r = this.#cumulative.increment(`${meta.workspaceId}.${meta.mode}.${p.series}`, p, p.record);
+      if (r !== null) metrics.push(r);
+    }
+    this.#stats.metrics += metrics.length;
+    if (metrics.length === 0) return [];
+    const out = { executions: [], logs: [], metrics, rejections: [] };
+    return toChunks(out, { requestId: meta.requestId, receivedAt: meta.receivedAt, seq }).finish();
   }
 
   /**

@@ -4,6 +4,7 @@ import {
   LOG_LEVEL_NUM,
   type LogRecord,
   type MetricRecord,
+  type SpanRecord,
 } from '../schemas/records.js';
 import { type CellValue, ChunkSet } from '../storage/columns.js';
 import { contextCells, contextColumnDefs } from '../storage/context-columns.js';
@@ -109,6 +110,26 @@ export function metricCells(r: MetricRecord, m: MessageMeta): CellValue[] {
   ];
 }
 
+export function spanCells(r: SpanRecord, m: MessageMeta): CellValue[] {
+  return [
+    r.startedAt,
+    r.traceId,
+    r.spanId,
+    r.parentSpanId,
+    r.name,
+    r.kind,
+    r.durationMs,
+    r.status,
+    r.attributes,
+    r.service,
+    r.environment,
+    r.truncated,
+    m.requestId,
+    m.receivedAt,
+    m.seq,
+  ];
+}
+
 export function rejectionCells(r: ItemRejection, m: MessageMeta): CellValue[] {
   return [m.receivedAt, m.requestId, r.kind, r.index, r.code, JSON.stringify(r.details), m.seq];
 }
@@ -120,6 +141,7 @@ export function toChunks(
     logs: LogRecord[];
     metrics: MetricRecord[];
     rejections: ItemRejection[];
+    spans?: SpanRecord[];
   },
   m: MessageMeta,
   indexedKeys: readonly string[] = [],
@@ -135,6 +157,7 @@ export function toChunks(
   }
   for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
   for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));
+  for (const r of out.spans ?? []) set.add('spans', r.startedAt, spanCells(r, m));
   for (const r of out.rejections) set.add('rejections', m.receivedAt, rejectionCells(r, m));
   return set;
 }

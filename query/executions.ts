@@ -31,6 +31,7 @@ import {
   logFiles,
   toLogItem,
 } from './logs.js';
+import { childSpanLogs, executionSpans, type SpanItem } from './spans.js';
 
 /**
  * SQL for the executions read path. Every request value travels as a typed parameter; the only interpolated
@@ -231,6 +232,7 @@ export interface ExecutionDetail extends ExecutionSummary {
   issue: { id: string; title: string; status: IssueStatus } | null;
   logs: LogItem[];
   logsTruncated: boolean;
+  spans: SpanItem[];
 }
 
 export const DETAIL_LOG_LIMIT = 1000;
@@ -333,6 +335,18 @@ export async function getExecution(
     guess && window.from === guess.from && window.to <= guess.to
       ? guessedLogs.filter((row) => Number(row.ts_ms) < window.to).map(toLogItem)
       : await firstExecutionLogs(engine, dataDir, scope, executionId, window, DETAIL_LOG_LIMIT + 1);
+  const traced = {
+    traceId: summary.traceId,
+    spanId: (r.span_id as string | null) ?? null,
+    startedAt: Number(r.started_at_ms),
+    durationMs: summary.durationMs,
+  };
+  const spans = await executionSpans(engine, dataDir, scope, traced);
+  if (spans.length > 0) {
+    // Its child spans' logs are its logs too (CONTRACT §12), in time order with its own.
+    logs.push(...(await childSpanLogs(engine, dataDir, scope, traced, spans, DETAIL_LOG_LIMIT + 1)));
+    logs.sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
+  }
   return {
     ...summary,
     spanId: (r.span_id as string | null) ?? null,
@@ -347,5 +361,6 @@ export async function getExecution(
     issue: null,
     logs: logs.slice(0, DETAIL_LOG_LIMIT),
     logsTruncated: logs.length > DETAIL_LOG_LIMIT,
+    spans,
   };
 }

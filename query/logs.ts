@@ -55,7 +55,7 @@ const ORDER_BY: Record<LogSort, string> = {
   timestamp: 'timestamp ASC, ingest_seq ASC, filename ASC, file_row_number ASC',
 };
 
-const LOG_COLUMNS = `epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id,
+export const LOG_COLUMNS = `epoch_ms(timestamp)::DOUBLE AS ts_ms, level, message, service, environment, execution_id,
   trace_id, span_id, logger, attributes, exception, truncated`;
 
 const FROM_FILES =

@@ -4,7 +4,7 @@ import { ERROR_STATUS, type ErrorCode } from './errors.js';
 import { exceptionSchema, outcomeEvidenceSchema } from './ingest-items.js';
 import { FAILURE_TYPES, ISSUE_STATUSES, issueCommentSchema, issueEventSchema } from './issues.js';
 import { INTERVAL_NAMES, SERIES_AGGS, TIMESERIES_METRICS } from './metrics.js';
-import { EXECUTION_SOURCES, LOG_LEVELS, METRIC_TYPES, MODES, OUTCOMES } from './records.js';
+import { EXECUTION_SOURCES, ITEM_KINDS, LOG_LEVELS, METRIC_TYPES, MODES, OUTCOMES } from './records.js';
 import { settingsSchema } from './settings.js';
 
 /**
@@ -159,7 +159,7 @@ export const ingestAnswer = z.strictObject({
   requestId: z.string(),
 });
 
-const itemKind = z.enum(['executions', 'logs', 'metrics']);
+const itemKind = z.enum(ITEM_KINDS);
 const rejectionCode = z.enum(['VALIDATION_ERROR', 'FORBIDDEN']);
 
 export const ingestValidateAnswer = z.strictObject({
@@ -235,6 +235,20 @@ const logItem = z
 
 export const logListAnswer = pageOf(logItem);
 
+/** A child span of an execution (CONTRACT §12). */
+const spanItem = z
+  .strictObject({
+    spanId: z.string(),
+    parentSpanId: z.string().nullable(),
+    name: z.string(),
+    kind: z.string(),
+    startedAt: timestamp,
+    durationMs: z.number(),
+    status: z.string(),
+    attributes: z.record(z.string(), z.unknown()).nullable(),
+  })
+  .meta({ id: 'Span' });
+
 /** The whole execution (CONTRACT §6.4): the nested parts as ingested, normalized and scrubbed. */
 export const executionAnswer = z
   .strictObject({
@@ -262,9 +276,14 @@ export const executionAnswer = z
     outcomeEvidence: z.array(outcomeEvidenceSchema).nullable(),
     truncated: z.boolean(),
     issue: z.strictObject({ id: z.string(), title: z.string(), status: z.enum(ISSUE_STATUSES) }).nullable(),
-    /** The first 1,000 in time order; GET /api/executions/{executionId}/logs pages through all. */
+    /**
+     * The first 1,000 in time order (the execution's, and those of its child spans); GET
+     * /api/executions/{executionId}/logs pages through the execution's own.
+     */
     logs: z.array(logItem),
     logsTruncated: z.boolean(),
+    /** OTLP child spans of the same trace that descend from it (CONTRACT §12), in time order, up to 1,000. */
+    spans: z.array(spanItem),
   })
   .meta({ id: 'Execution' });
 

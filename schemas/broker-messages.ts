@@ -12,7 +12,21 @@ export const INGEST_HEADERS = {
   requestId: 'svc-request-id',
   receivedAt: 'svc-received-at',
   encoding: 'svc-encoding',
+  /** What the body is: `ingest` (absent: the same) or an OTLP signal and encoding (CONTRACT §12). */
+  format: 'svc-format',
 } as const;
+
+/** The body formats: an /api/ingest envelope, or an OTLP Export…ServiceRequest in protobuf or JSON. */
+export const BODY_FORMATS = [
+  'ingest',
+  'otlp-traces-protobuf',
+  'otlp-traces-json',
+  'otlp-logs-protobuf',
+  'otlp-logs-json',
+  'otlp-metrics-protobuf',
+  'otlp-metrics-json',
+] as const;
+export type BodyFormat = (typeof BODY_FORMATS)[number];
 
 export const ingestMessageMetaSchema = z.object({
   workspaceId: z.string().regex(/^ws_[A-Za-z0-9]+$/),
@@ -21,9 +35,10 @@ export const ingestMessageMetaSchema = z.object({
   requestId: z.string().min(1),
   receivedAt: z.coerce.number().int().nonnegative(),
   encoding: z.enum(['gzip', 'identity']).default('identity'),
+  format: z.enum(BODY_FORMATS).default('ingest'),
 });
 
-export type IngestMessageMeta = z.infer<typeof ingestMessageMetaSchema>;
+export type IngestMessageMeta = z.input<typeof ingestMessageMetaSchema>;
 
 /**
  * CONTRACT §5: a request resent with the same idempotency key (or, without one, the same bytes) within this window

@@ -96,7 +96,31 @@ export interface MetricRecord {
   tags: string | null;
 }
 
-export type ItemKind = 'executions' | 'logs' | 'metrics';
+/** What a rejected item was: the ingest envelope's three kinds, and OTLP spans (CONTRACT §12). */
+export const ITEM_KINDS = ['executions', 'logs', 'metrics', 'spans'] as const;
+export type ItemKind = (typeof ITEM_KINDS)[number];
+
+/**
+ * An OTLP span that is not an execution (kind INTERNAL, CLIENT, PRODUCER), kept for its execution's detail
+ * (CONTRACT §12).
+ */
+export interface SpanRecord {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  /** internal, client, producer (or unspecified). */
+  kind: string;
+  startedAt: number;
+  durationMs: number;
+  /** unset, ok, error. */
+  status: string;
+  /** JSON text of the attributes, or null. */
+  attributes: string | null;
+  service: string;
+  environment: string;
+  truncated: boolean;
+}
 
 export interface ErrorDetail {
   path: string;

@@ -51,6 +51,10 @@ const FINAL: Record<Exclude<DatasetName, 'failures'>, string> = {
     ORDER BY service, started_at`,
   logs: `${ALL_ROWS} ORDER BY service, timestamp, ingest_seq`,
   metrics: `${ALL_ROWS} ORDER BY name, timestamp, ingest_seq`,
+  // A span resent in another body is kept once (the first stored copy); the file is sorted by trace.
+  spans: `${ALL_ROWS}
+    QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY received_at, ingest_seq) = 1
+    ORDER BY trace_id, started_at`,
   rejections: `${ALL_ROWS} ORDER BY received_at, ingest_seq, kind, item_index`,
 };
 
@@ -66,6 +70,7 @@ const RUNNING: Record<DatasetName, string> = {
   failures: ALL_ROWS,
   logs: ALL_ROWS,
   metrics: ALL_ROWS,
+  spans: ALL_ROWS,
   rejections: ALL_ROWS,
 };
 

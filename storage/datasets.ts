@@ -103,6 +103,27 @@ export const DATASETS = {
     col('request_id', 'utf8', false),
     col('ingest_seq', 'i64', false),
   ],
+  /**
+   * OTLP spans that are not executions (CONTRACT §12), shown in their execution's detail. An hour's final file is
+   * sorted by trace, so the spans of one trace are a row group or two that the rest can be skipped for.
+   */
+  spans: [
+    col('started_at', 'ts', false),
+    col('trace_id', 'utf8', false),
+    col('span_id', 'utf8', false),
+    col('parent_span_id', 'utf8'),
+    col('name', 'utf8', false),
+    col('kind', 'utf8', false),
+    col('duration_ms', 'f64', false),
+    col('status', 'utf8', false),
+    col('attributes', 'utf8'),
+    col('service', 'utf8', false),
+    col('environment', 'utf8', false),
+    col('truncated', 'bool', false),
+    col('request_id', 'utf8', false),
+    col('received_at', 'ts', false),
+    col('ingest_seq', 'i64', false),
+  ],
   /** Items the pipeline refused (CONTRACT §5), partitioned by the time the request was received. */
   rejections: [
     col('received_at', 'ts', false),

@@ -54,6 +54,9 @@ export const ROUTES: [FuzzRequest['method'], string][] = [
   ['POST', '/api/issues/:x/comments'],
   ['POST', '/api/keys'],
   ['POST', '/api/workspace/members'],
+  ['POST', '/v1/logs'],
+  ['POST', '/v1/metrics'],
+  ['POST', '/v1/traces'],
 ];
 
 /** Query parameter names the routes take, and some they do not. */

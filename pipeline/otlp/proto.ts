@@ -23,6 +23,12 @@ const REQUEST_TYPES: Record<Signal, string> = {
   metrics: 'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest',
 };
 
+const RESPONSE_TYPES: Record<Signal, string> = {
+  traces: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
+  logs: 'opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse',
+  metrics: 'opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse',
+};
+
 /** The vendored proto tree, found from this file in the source tree or under dist/. */
 function protoDir(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -52,6 +58,23 @@ function loadRoot(): protobuf.Root {
 /** The request type of a signal (ExportTraceServiceRequest, …). */
 export function requestType(signal: Signal): protobuf.Type {
   return loadRoot().lookupType(REQUEST_TYPES[signal]);
+}
+
+/** The response type of a signal (ExportTraceServiceResponse, …). */
+export function responseType(signal: Signal): protobuf.Type {
+  return loadRoot().lookupType(RESPONSE_TYPES[signal]);
+}
+
+/**
+ * `google.rpc.Status`, the body of an OTLP/HTTP error (googleapis google/rpc/status.proto): fields 1 and 2 only;
+ * its `details` (3, repeated Any) are never sent.
+ */
+let status: protobuf.Type | null = null;
+export function statusType(): protobuf.Type {
+  status ??= new protobuf.Type('Status')
+    .add(new protobuf.Field('code', 1, 'int32'))
+    .add(new protobuf.Field('message', 2, 'string'));
+  return status;
 }
 
 /** An OTLP `bytes` id as lower-case hex ("" for none). */

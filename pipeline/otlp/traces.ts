@@ -1,14 +1,25 @@
 import { endpointTemplate } from '../fingerprint.js';
-import { hexId, requestType, toBigInt, toNumber } from './proto.js';
+import { hexId, requestType, toBigInt } from './proto.js';
+import {
+  type Attributes,
+  type AttrValue,
+  isZeroId,
+  jsonAttributes,
+  jsonEnum,
+  jsonId,
+  list,
+  msOf,
+  type PbKeyValue,
+  pbAttributes,
+  resourceIdentity,
+  str,
+} from './values.js';
 
 /**
  * OTLP traces (CONTRACT §12): an ExportTraceServiceRequest, protobuf or JSON, read into plain spans, and the spans
  * mapped as the contract's table says. A SERVER or CONSUMER span is an execution (an ingest item as
  * /api/ingest takes it, so the rest of the pipeline is the same); every other span is a child span of its trace.
  */
-
-export type AttrValue = string | number | boolean | null | AttrValue[] | { [key: string]: AttrValue };
-export type Attributes = Record<string, AttrValue>;
 
 export interface OtlpSpan {
   traceId: string;
@@ -32,89 +43,6 @@ const STATUS_NAMES = ['unset', 'ok', 'error'];
 const STATUS_ERROR = 2;
 
 // ---- reading a request ----
-
-interface PbAnyValue {
-  value?: string;
-  stringValue?: string;
-  boolValue?: boolean;
-  intValue?: unknown;
-  doubleValue?: number;
-  arrayValue?: { values?: PbAnyValue[] };
-  kvlistValue?: { values?: PbKeyValue[] };
-  bytesValue?: Uint8Array;
-}
-interface PbKeyValue {
-  key?: string;
-  value?: PbAnyValue | null;
-}
-
-/** An AnyValue as protobufjs decodes it: the oneof's virtual `value` names the field that is set. */
-function pbValue(v: PbAnyValue | null | undefined): AttrValue {
-  if (!v) return null;
-  switch (v.value) {
-    case 'stringValue':
-      return v.stringValue ?? '';
-    case 'boolValue':
-      return v.boolValue ?? false;
-    case 'intValue':
-      return toNumber(v.intValue);
-    case 'doubleValue':
-      return v.doubleValue ?? 0;
-    case 'arrayValue':
-      return (v.arrayValue?.values ?? []).map(pbValue);
-    case 'kvlistValue':
-      return pbAttributes(v.kvlistValue?.values);
-    case 'bytesValue':
-      return hexId(v.bytesValue);
-    default:
-      return null;
-  }
-}
-
-function pbAttributes(kvs: PbKeyValue[] | null | undefined): Attributes {
-  const out: Attributes = {};
-  for (const kv of kvs ?? []) if (kv.key) out[kv.key] = pbValue(kv.value);
-  return out;
-}
-
-/** An AnyValue in OTLP/JSON: one key names the kind; 64-bit integers may come as strings. */
-function jsonValue(v: unknown): AttrValue {
-  if (v === null || typeof v !== 'object') return null;
-  const o = v as Record<string, unknown>;
-  if ('stringValue' in o) return String(o.stringValue ?? '');
-  if ('boolValue' in o) return o.boolValue === true;
-  if ('intValue' in o) return Number(o.intValue);
-  if ('doubleValue' in o) return Number(o.doubleValue);
-  if ('arrayValue' in o) {
-    const values = (o.arrayValue as { values?: unknown[] } | null)?.values;
-    return Array.isArray(values) ? values.map(jsonValue) : [];
-  }
-  if ('kvlistValue' in o) return jsonAttributes((o.kvlistValue as { values?: unknown } | null)?.values);
-  if ('bytesValue' in o) return Buffer.from(String(o.bytesValue ?? ''), 'base64').toString('hex');
-  return null;
-}
-
-function jsonAttributes(kvs: unknown): Attributes {
-  const out: Attributes = {};
-  if (!Array.isArray(kvs)) return out;
-  for (const kv of kvs as { key?: unknown; value?: unknown }[]) {
-    if (kv && typeof kv.key === 'string' && kv.key) out[kv.key] = jsonValue(kv.value);
-  }
-  return out;
-}
-
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-/** OTLP/JSON ids are hex strings (not base64, unlike other bytes). */
-const jsonId = (v: unknown) => (typeof v === 'string' ? v.toLowerCase() : '');
-/** OTLP/JSON enums are numbers; names are accepted too. */
-function jsonEnum(v: unknown, names: readonly string[], prefix: string): number {
-  if (typeof v === 'number') return v;
-  if (typeof v === 'string') {
-    const i = names.indexOf(v.replace(prefix, '').toLowerCase());
-    return i < 0 ? 0 : i;
-  }
-  return 0;
-}
 
 /** The spans of a protobuf body; throws when it is not an ExportTraceServiceRequest. */
 export function readTracesProtobuf(body: Uint8Array): OtlpSpan[] {
@@ -216,21 +144,19 @@ export interface ChildSpan {
   durationMs: number;
   status: string;
   attributes: Attributes;
+  service: string;
+  environment: string;
 }
 
 export interface MappedTraces {
-  /** Execution items, as /api/ingest takes them (service and environment on each). */
-  executions: Record<string, unknown>[];
+  /** Execution items as /api/ingest takes them (service and environment on each); `index`: the span's. */
+  executions: { index: number; item: Record<string, unknown> }[];
   spans: ChildSpan[];
   /** Spans that cannot be mapped; `index` counts every span of the body, in order. */
   rejected: { index: number; message: string }[];
 }
 
-const ZERO_ID = /^0*$/;
-/** Nanoseconds as milliseconds, to the microsecond (a double holds no finer at today's epoch). */
-const msOf = (ns: bigint) => Number(ns / 1000n) / 1000;
 const durationMs = (s: OtlpSpan) => Number(s.endNs - s.startNs) / 1e6;
-const str = (v: AttrValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null);
 const int = (v: AttrValue | undefined): number | null =>
   typeof v === 'number' && Number.isInteger(v)
     ? v
@@ -321,11 +247,7 @@ function toExecution(s: OtlpSpan): Record<string, unknown> {
     traceId: s.traceId,
     spanId: s.spanId,
     parentSpanId: s.parentSpanId || null,
-    service: str(s.resource['service.name']) ?? 'unknown_service',
-    environment:
-      str(s.resource['deployment.environment.name']) ??
-      str(s.resource['deployment.environment']) ??
-      'default',
+    ...resourceIdentity(s.resource),
     source: method ? 'http' : s.kind === KIND.consumer ? 'message' : 'custom',
     endpoint: endpoint.slice(0, 512),
     method,
@@ -347,15 +269,22 @@ function toExecution(s: OtlpSpan): Record<string, unknown> {
   };
 }
 
+/** Why a span cannot be mapped (CONTRACT §12), or null. */
+export function spanProblem(s: OtlpSpan): string | null {
+  if (isZeroId(s.traceId)) return 'the span has no trace id';
+  if (isZeroId(s.spanId)) return 'the span has no span id';
+  if (s.startNs <= 0n || s.endNs < s.startNs) return 'the span ends before it starts, or has no start';
+  return null;
+}
+
 /** Maps a body's spans: executions, child spans, and the spans that cannot be mapped. */
 export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
   const out: MappedTraces = { executions: [], spans: [], rejected: [] };
   spans.forEach((s, index) => {
-    if (ZERO_ID.test(s.traceId)) out.rejected.push({ index, message: 'the span has no trace id' });
-    else if (ZERO_ID.test(s.spanId)) out.rejected.push({ index, message: 'the span has no span id' });
-    else if (s.startNs <= 0n || s.endNs < s.startNs)
-      out.rejected.push({ index, message: 'the span ends before it starts, or has no start' });
-    else if (s.kind === KIND.server || s.kind === KIND.consumer) out.executions.push(toExecution(s));
+    const problem = spanProblem(s);
+    if (problem !== null) out.rejected.push({ index, message: problem });
+    else if (s.kind === KIND.server || s.kind === KIND.consumer)
+      out.executions.push({ index, item: toExecution(s) });
     else {
       out.spans.push({
         traceId: s.traceId,
@@ -367,6 +296,7 @@ export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
         durationMs: durationMs(s),
         status: STATUS_NAMES[s.statusCode] ?? 'unset',
         attributes: s.attributes,
+        ...resourceIdentity(s.resource),
       });
     }
   });

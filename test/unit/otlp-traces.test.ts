@@ -124,7 +124,8 @@ describe('OTLP traces', () => {
   const fromProtobuf = mapSpans(readTracesProtobuf(protobufBody()));
 
   it('maps SERVER and CONSUMER spans to executions as CONTRACT §12 says', () => {
-    const [server, consumer, legacy] = fromProtobuf.executions;
+    expect(fromProtobuf.executions.map((e) => e.index)).toEqual([0, 2, 5]);
+    const [server, consumer, legacy] = fromProtobuf.executions.map((e) => e.item);
     expect(server).toMatchObject({
       executionId: 'eee19b7ec3c1b174',
       traceId: TRACE,
@@ -166,6 +167,8 @@ describe('OTLP traces', () => {
         durationMs: 3.25,
         status: 'unset',
         attributes: { 'db.system': 'postgresql' },
+        service: 'checkout',
+        environment: 'production',
       },
     ]);
   });
@@ -182,7 +185,7 @@ describe('OTLP traces', () => {
   });
 
   it('gives executions the ingest item schema takes, as /api/ingest would', () => {
-    for (const e of fromProtobuf.executions) expect(executionItemSchema.safeParse(e).success).toBe(true);
+    for (const e of fromProtobuf.executions) expect(executionItemSchema.safeParse(e.item).success).toBe(true);
   });
 
   it('refuses a body that is not a request', () => {

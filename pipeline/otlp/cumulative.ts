@@ -1,0 +1,91 @@
+import type { MetricRecord } from '../../schemas/records.js';
+
+/**
+ * Cumulative OTLP series turned into increments (CONTRACT §12): each point's increment is its total minus the
+ * series' previous total. A series seen for the first time is a baseline (nothing recorded), unless it started
+ * after this state did: then nothing of it can have been missed, and its total is its first increment (so an app
+ * that exports once, at its exit, is counted). A total that falls, or a new start time, is a reset: the new total
+ * is the increment when the series restarted after its previous point, else a new baseline. A point older than
+ * the series' newest is late and dropped; the same point again (a redelivery) gets the same increment again.
+ *
+ * The state lives in the pipeline process (its main thread), per workspace and mode and series, and is forgotten
+ * after SERIES_IDLE_MS without a point. A restart of the pipeline forgets it: each series' next point is then a
+ * baseline.
+ */
+
+export interface SeriesPoint {
+  startNs: bigint;
+  timeNs: bigint;
+}
+
+interface Totals {
+  value: number;
+  sum: number;
+}
+
+interface SeriesState {
+  startNs: bigint;
+  timeNs: bigint;
+  totals: Totals;
+  /** What the newest point recorded (null: a baseline), for a redelivery of it. */
+  recorded: Totals | null;
+  seenAt: number;
+}
+
+/** A series idle this long is forgotten (its next point is a baseline again). */
+export const SERIES_IDLE_MS = 60 * 60 * 1000;
+/** At most this many series are kept; past it the least recently seen go first. */
+const MAX_SERIES = 200_000;
+
+/** The running total a record holds: a counter's value, a histogram's count and sum. */
+const totalsOf = (r: MetricRecord): Totals =>
+  r.type === 'histogram' ? { value: r.histCount ?? 0, sum: r.histSum ?? 0 } : { value: r.value ?? 0, sum: 0 };
+
+export class CumulativeSeries {
+  readonly #series = new Map<string, SeriesState>();
+  readonly #bornNs: bigint;
+
+  constructor(now = Date.now()) {
+    this.#bornNs = BigInt(now) * 1_000_000n;
+  }
+
+  get size(): number {
+    return this.#series.size;
+  }
+
+  /**
+   * The record as an increment, or null when it records nothing (a baseline, a late point, no change of a
+   * histogram's count). `key` names the series within its workspace and mode.
+   */
+  increment(key: string, point: SeriesPoint, record: MetricRecord, now = Date.now()): MetricRecord | null {
+    const totals = totalsOf(record);
+    const seen = this.#series.get(key);
+    let recorded: Totals | null;
+    if (seen && point.timeNs === seen.timeNs && point.startNs === seen.startNs) {
+      recorded = seen.recorded;
+    } else if (seen && point.timeNs < seen.timeNs) {
+      return null;
+    } else if (!seen) {
+      recorded = point.startNs > 0n && point.startNs >= this.#bornNs ? totals : null;
+    } else if (point.startNs !== seen.startNs || totals.value < seen.totals.value) {
+      recorded = point.startNs > 0n && point.startNs >= seen.timeNs ? totals : null;
+    } else {
+      recorded = { value: totals.value - seen.totals.value, sum: totals.sum - seen.totals.sum };
+    }
+    // Delete first, so the map's order is least recently seen first.
+    this.#series.delete(key);
+    this.#series.set(key, { startNs: point.startNs, timeNs: point.timeNs, totals, recorded, seenAt: now });
+    this.#evict(now);
+    if (recorded === null) return null;
+    if (record.type !== 'histogram') return { ...record, value: recorded.value };
+    if (recorded.value <= 0) return null;
+    return { ...record, histCount: recorded.value, histSum: recorded.sum };
+  }
+
+  #evict(now: number): void {
+    for (const [key, s] of this.#series) {
+      if (this.#series.size <= MAX_SERIES && now - s.seenAt < SERIES_IDLE_MS) break;
+      this.#series.delete(key);
+    }
+  }
+}

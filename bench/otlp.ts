@@ -57,7 +57,7 @@ const kv = (key: string, v: string | number) => ({
 });
 
 /** One protobuf ExportTraceServiceRequest of `spans` spans, every id starting with MARK. */
-function buildOtlpTemplate(seed: number, spans: number): OtlpTemplate {
+export function buildOtlpTemplate(seed: number, spans: number): OtlpTemplate {
   const r = rng(seed);
   const now = Date.now();
   const ns = (ms: number) => BigInt(Math.round(ms * 1000)) * 1000n;
@@ -184,7 +184,7 @@ function buildOtlpTemplate(seed: number, spans: number): OtlpTemplate {
 }
 
 /** The body of request `n`: every id's first four bytes are the request number. */
-function stampOtlp(t: OtlpTemplate, n: number): Buffer {
+export function stampOtlp(t: OtlpTemplate, n: number): Buffer {
   const out = Buffer.from(t.bytes);
   for (const at of t.offsets) out.writeUInt32BE(n, at);
   return out;

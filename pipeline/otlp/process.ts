@@ -33,7 +33,8 @@ function toSpanRecord(s: ChildSpan): SpanRecord {
     parentSpanId: s.parentSpanId,
     name: scrubString(s.name, state),
     kind: s.kind,
-    startedAt: s.startedAt,
+    // Stored as whole milliseconds, as every timestamp is (the duration keeps its fraction).
+    startedAt: Math.floor(s.startedAt),
     durationMs: s.durationMs,
     status: s.status,
     attributes: attributes === null ? null : JSON.stringify(attributes),

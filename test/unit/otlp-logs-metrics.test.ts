@@ -347,7 +347,7 @@ describe('an OTLP body through the ingest stages', () => {
     });
   });
 
-  it('scrubs child spans as it does any item', () => {
+  it('scrubs child spans as it does any item, and stores their start in whole milliseconds', () => {
     const body = {
       resourceSpans: [
         {
@@ -360,7 +360,7 @@ describe('an OTLP body through the ingest stages', () => {
                   spanId: '2222222222222222',
                   kind: 3,
                   name: 'POST /login',
-                  startTimeUnixNano: ns(T0),
+                  startTimeUnixNano: ns(T0 + 0.75),
                   endTimeUnixNano: ns(T0 + 1),
                   attributes: [
                     kv('http.request.header.authorization', { stringValue: 'Bearer abc' }),
@@ -381,5 +381,8 @@ describe('an OTLP body through the ingest stages', () => {
     expect(out.spans).toHaveLength(1);
     expect(out.spans[0]!.attributes).not.toContain('hunter2');
     expect(out.spans[0]!.attributes).not.toContain('abc');
+    // Timestamps are stored as integer milliseconds (a fraction broke the Parquet encoder).
+    expect(out.spans[0]!.startedAt).toBe(T0);
+    expect(out.spans[0]!.durationMs).toBe(0.25);
   });
 });

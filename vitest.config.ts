@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    include: ['test/**/*.test.ts', 'sdk/node/test/**/*.test.ts'],
     // Integration tests start real nats-server processes and worker pools: keep the machine's two cores sane.
     fileParallelism: true,
     maxWorkers: 2,

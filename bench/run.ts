@@ -6,6 +6,7 @@ import { main as ingest } from './ingest.js';
 import { main as metrics } from './metrics.js';
 import { main as otlp } from './otlp.js';
 import { main as query } from './query.js';
+import { main as sdkOverhead } from './sdk-overhead.js';
 
 /**
  * `npm run bench`: every scenario in turn, each also runnable alone
@@ -17,6 +18,7 @@ const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   query,
   metrics,
   otlp,
+  'sdk-overhead': sdkOverhead,
   fuzz,
 };
 

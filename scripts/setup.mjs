@@ -60,11 +60,15 @@ export function ensureNatsServer() {
   process.exit(1);
 }
 
-/** Compiles TypeScript to dist/: the service and its worker threads run compiled JavaScript. */
+/**
+ * Compiles TypeScript to dist/: the service and its worker threads run compiled JavaScript; and the Node SDK
+ * (sdk/node, a workspace package) to its dist/, which its tests load as an application would.
+ */
 export function build() {
   run(process.execPath, [
     path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
     '-p',
     'tsconfig.build.json',
   ]);
+  run(process.execPath, [path.join(root, 'sdk', 'node', 'build.mjs')]);
 }

@@ -1,0 +1,56 @@
+import { scrubString } from './scrub.js';
+
+/**
+ * `setContext` values as the service takes an execution's context (CONTRACT §4, §5): nested objects with scalar
+ * leaves, depth 8, 256 leaves; an array or anything deeper becomes its JSON text; values under sensitive keys are
+ * replaced.
+ */
+
+const SENSITIVE_KEY = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
+const MAX_DEPTH = 8;
+const MAX_LEAVES = 256;
+
+export type ContextTree = { [key: string]: string | number | boolean | null | ContextTree };
+
+function leafOf(value: unknown): string | number | boolean | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value === 'string') return scrubString(value);
+  if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'bigint') return value.toString();
+  try {
+    return scrubString(JSON.stringify(value) ?? String(value));
+  } catch {
+    return '[unserializable]';
+  }
+}
+
+/** Merges `value` into `into` (in place); answers the leaves left. */
+export function mergeContext(into: ContextTree, value: unknown, depth = 1, leaves = { n: 0 }): void {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (v === undefined || typeof v === 'function') continue;
+    if (SENSITIVE_KEY.test(k)) {
+      into[k] = '[redacted]';
+      continue;
+    }
+    const isTree = v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date);
+    if (isTree && depth < MAX_DEPTH) {
+      const existing = into[k];
+      const child: ContextTree = existing && typeof existing === 'object' ? existing : {};
+      into[k] = child;
+      mergeContext(child, v, depth + 1, leaves);
+      continue;
+    }
+    if (!(k in into) && leaves.n >= MAX_LEAVES) continue;
+    if (!(k in into)) leaves.n++;
+    into[k] = v instanceof Date ? v.toISOString() : leafOf(v);
+  }
+}
+
+/** How many leaves a tree holds. */
+export function countLeaves(tree: ContextTree): number {
+  let n = 0;
+  for (const v of Object.values(tree)) n += v !== null && typeof v === 'object' ? countLeaves(v) : 1;
+  return n;
+}

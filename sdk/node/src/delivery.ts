@@ -1,0 +1,310 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+
+const gzip = promisify(zlib.gzip);
+
+/**
+ * Delivery (CONTRACT §13): items wait in one bounded queue (the oldest dropped, and counted, when it is full), go
+ * out in batches of at most 1,000 executions, 5,000 logs, 5,000 metric points and 5 MiB, gzip-compressed, one
+ * request at a time, each batch under an idempotency key of its own that its resends keep. 429, 502, 503, 504 and
+ * network errors are retried after a backoff with jitter, and never sooner than `retry-after`; a 413 splits the
+ * batch in two; any other answer drops it (counted). Nothing here throws into the application.
+ */
+
+export type ItemKind = 'executions' | 'logs' | 'metrics';
+
+export interface QueuedItem {
+  kind: ItemKind;
+  item: Record<string, unknown>;
+  /** Its JSON text's length, for the 5 MiB bound. */
+  size: number;
+}
+
+export interface DeliveryOptions {
+  endpoint: string;
+  apiKey: string;
+  /** Items queued at most (executions, logs and points alike); past it the oldest go. */
+  maxQueueSize: number;
+  flushIntervalMs: number;
+  /** The envelope's `sdk` and `resource`. */
+  envelope: Record<string, unknown>;
+  /** Told what went wrong (never thrown): a dropped batch, a refusal. */
+  onProblem: (message: string) => void;
+  /** First retry after about this long, doubling up to maxBackoffMs. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** Runs each request outside any request scope, so capture and propagation never see the SDK's own traffic. */
+  untraced?: <T>(fn: () => T) => T;
+}
+
+export interface DeliveryStats {
+  queued: number;
+  sent: number;
+  dropped: number;
+}
+
+const LIMITS: Record<ItemKind, number> = { executions: 1000, logs: 5000, metrics: 5000 };
+const MAX_BODY = 5 * 2 ** 20;
+const RETRIED = new Set([429, 502, 503, 504]);
+export const USER_AGENT = 'telemetry-service-node/0.1.0';
+
+interface Answer {
+  status: number;
+  retryAfterMs: number | null;
+}
+
+/** `retry-after` in seconds or as an HTTP date, as milliseconds from now. */
+function retryAfterOf(value: string | string[] | undefined): number | null {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return null;
+  const seconds = Number(v);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : null;
+}
+
+export class Delivery {
+  readonly #o: DeliveryOptions & { minBackoffMs: number; maxBackoffMs: number };
+  readonly #url: URL;
+  #queue: QueuedItem[] = [];
+  /** Index of the first live item (shifting a large array per item would be quadratic). */
+  #head = 0;
+  #sending: Promise<void> | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #closed = false;
+  /** Wakes a backoff wait early (close, flush with a deadline). */
+  #wake: (() => void) | null = null;
+  readonly #agent: http.Agent;
+  readonly stats: DeliveryStats = { queued: 0, sent: 0, dropped: 0 };
+
+  constructor(options: DeliveryOptions) {
+    this.#o = { minBackoffMs: 500, maxBackoffMs: 30_000, ...options };
+    this.#url = new URL('/api/ingest', options.endpoint);
+    const Agent = this.#url.protocol === 'https:' ? https.Agent : http.Agent;
+    this.#agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    this.#timer = setInterval(() => this.#kick(), options.flushIntervalMs);
+    this.#timer.unref();
+  }
+
+  get pending(): number {
+    return this.#queue.length - this.#head;
+  }
+
+  add(kind: ItemKind, item: Record<string, unknown>): void {
+    if (this.#closed) {
+      this.stats.dropped++;
+      return;
+    }
+    let size: number;
+    try {
+      size = JSON.stringify(item).length;
+    } catch {
+      this.stats.dropped++;
+      return;
+    }
+    this.#queue.push({ kind, item, size });
+    while (this.pending > this.#o.maxQueueSize) {
+      this.#head++;
+      this.stats.dropped++;
+    }
+    this.#compact();
+    this.stats.queued = this.pending;
+    if (this.pending >= LIMITS.executions) this.#kick();
+  }
+
+  #compact() {
+    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+      this.#queue = this.#queue.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  /** Starts sending when nothing is being sent. */
+  #kick(): void {
+    if (this.#sending || this.pending === 0) return;
+    this.#sending = this.#drain().finally(() => {
+      this.#sending = null;
+    });
+  }
+
+  /** Takes the next batch off the queue. */
+  #take(): QueuedItem[] {
+    const counts: Record<ItemKind, number> = { executions: 0, logs: 0, metrics: 0 };
+    const batch: QueuedItem[] = [];
+    let bytes = 0;
+    while (this.#head < this.#queue.length) {
+      const next = this.#queue[this.#head]!;
+      if (counts[next.kind] >= LIMITS[next.kind]) break;
+      if (batch.length > 0 && bytes + next.size > MAX_BODY) break;
+      batch.push(next);
+      counts[next.kind]++;
+      bytes += next.size + 1;
+      this.#head++;
+    }
+    this.#compact();
+    this.stats.queued = this.pending;
+    return batch;
+  }
+
+  async #drain(): Promise<void> {
+    while (this.pending > 0) {
+      const batch = this.#take();
+      await this.#deliver(batch);
+    }
+  }
+
+  /** One batch, until it is stored, split, or given up (closed and out of time, or refused). */
+  async #deliver(batch: QueuedItem[]): Promise<void> {
+    const key = randomUUID();
+    let body: Buffer;
+    try {
+      body = await gzip(this.#body(batch));
+    } catch (err) {
+      this.#drop(batch, `a batch could not be encoded: ${(err as Error).message}`);
+      return;
+    }
+    for (let attempt = 0; ; attempt++) {
+      const answer = await this.#post(body, key);
+      if (answer.status === 202 || answer.status === 200) {
+        this.stats.sent += batch.length;
+        return;
+      }
+      if (answer.status === 413) {
+        if (batch.length === 1) {
+          this.#drop(batch, 'an item is larger than the service takes; dropped');
+          return;
+        }
+        const half = Math.ceil(batch.length / 2);
+        await this.#deliver(batch.slice(0, half));
+        await this.#deliver(batch.slice(half));
+        return;
+      }
+      if (answer.status !== 0 && !RETRIED.has(answer.status)) {
+        this.#drop(batch, `the service refused a batch (HTTP ${answer.status}); dropped`);
+        return;
+      }
+      if (this.#closed && this.#deadline !== null && Date.now() >= this.#deadline) {
+        this.#drop(batch, 'closed while the service was unavailable; a batch was dropped');
+        return;
+      }
+      // Full jitter over an exponential backoff, never below the service's retry-after.
+      const ceiling = Math.min(this.#o.maxBackoffMs, this.#o.minBackoffMs * 2 ** Math.min(attempt, 16));
+      const wait = Math.max(answer.retryAfterMs ?? 0, Math.random() * ceiling);
+      await this.#sleep(wait);
+    }
+  }
+
+  #drop(batch: QueuedItem[], message: string): void {
+    this.stats.dropped += batch.length;
+    this.#o.onProblem(message);
+  }
+
+  #body(batch: QueuedItem[]): string {
+    const parts: Record<ItemKind, string[]> = { executions: [], logs: [], metrics: [] };
+    for (const q of batch) parts[q.kind].push(JSON.stringify(q.item));
+    let out = JSON.stringify(this.#o.envelope).slice(0, -1);
+    for (const kind of ['executions', 'logs', 'metrics'] as const) {
+      if (parts[kind].length > 0)
+        out += `${out.endsWith('{') ? '' : ','}"${kind}":[${parts[kind].join(',')}]`;
+    }
+    return `${out}}`;
+  }
+
+  #post(body: Buffer, key: string): Promise<Answer> {
+    const send = () =>
+      new Promise<Answer>((resolve) => {
+        const lib = this.#url.protocol === 'https:' ? https : http;
+        const req = lib.request(
+          this.#url,
+          {
+            method: 'POST',
+            agent: this.#agent,
+            headers: {
+              authorization: `Bearer ${this.#o.apiKey}`,
+              'content-type': 'application/json',
+              'content-encoding': 'gzip',
+              'content-length': body.length,
+              'idempotency-key': key,
+              'user-agent': USER_AGENT,
+            },
+            timeout: 30_000,
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                retryAfterMs: retryAfterOf(res.headers['retry-after']),
+              }),
+            );
+            res.on('error', () => resolve({ status: 0, retryAfterMs: null }));
+          },
+        );
+        req.on('timeout', () => req.destroy(new Error('timed out')));
+        req.on('error', () => resolve({ status: 0, retryAfterMs: null }));
+        req.end(body);
+      });
+    return this.#o.untraced ? this.#o.untraced(send) : send();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  /** Set by close(): past it, a batch the service does not take is dropped instead of retried. */
+  #deadline: number | null = null;
+
+  /**
+   * Sends everything queued so far; resolves true when it all went, false when `timeoutMs` passed first (what is
+   * left stays queued, and goes on being retried).
+   */
+  async flush(timeoutMs = 10_000): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      this.#kick();
+      const sending = this.#sending;
+      if (!sending) return this.pending === 0;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        sending.then(() => false),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(true), left);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) return false;
+    }
+  }
+
+  /** Flushes for at most `timeoutMs`, then stops: later items are dropped (counted). */
+  async close(timeoutMs = 10_000): Promise<boolean> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    const ok = await this.flush(timeoutMs);
+    this.#closed = true;
+    this.#deadline = Date.now();
+    this.#wake?.();
+    if (!ok) {
+      // What is still queued will not be sent.
+      this.stats.dropped += this.pending;
+      this.#head = this.#queue.length;
+      this.stats.queued = 0;
+    }
+    await this.#sending;
+    this.#agent.destroy();
+    return ok;
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * Scrubbing before anything leaves the process, as the service does on its side (CONTRACT §5): credentials'
+ * headers dropped, values under sensitive keys replaced, anything shaped like a service key replaced, strings cut
+ * at 8 KiB (CONTRACT §4).
+ */
+
+export const REDACTED = '[redacted]';
+const MAX_STRING = 8192;
+const SENSITIVE_KEY = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
+const SERVICE_KEY = /svc_(?:test|live|sess)_[A-Za-z0-9]{16,}/g;
+const DROPPED_HEADERS = new Set([
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  'proxy-authorization',
+]);
+const MAX_DEPTH = 8;
+
+export function scrubString(s: string): string {
+  const cut = s.length > MAX_STRING ? s.slice(0, MAX_STRING) : s;
+  return cut.includes('svc_') ? cut.replace(SERVICE_KEY, REDACTED) : cut;
+}
+
+/** A JSON-able copy of `value`, scrubbed: objects and arrays to depth 8, then their JSON text. */
+export function scrubValue(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return scrubString(value);
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return value;
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value !== 'object') return value === undefined ? null : String(value);
+  if (value instanceof Date) return value.toISOString();
+  if (depth >= MAX_DEPTH) return scrubString(safeJson(value));
+  if (Array.isArray(value)) return value.map((v) => scrubValue(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (v === undefined || typeof v === 'function') continue;
+    out[k] = SENSITIVE_KEY.test(k) ? REDACTED : scrubValue(v, depth + 1);
+  }
+  return out;
+}
+
+function safeJson(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? '';
+  } catch {
+    return '[unserializable]';
+  }
+}
+
+/** The request headers asked for (`names`, lower-case; `*`: all), credentials' headers never. */
+export function pickHeaders(
+  headers: Record<string, string | string[] | undefined>,
+  names: readonly string[],
+): Record<string, string | string[]> | null {
+  const all = names.includes('*');
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || DROPPED_HEADERS.has(name) || (!all && !names.includes(name))) continue;
+    out[name] = SENSITIVE_KEY.test(name)
+      ? REDACTED
+      : Array.isArray(value)
+        ? value.map(scrubString)
+        : scrubString(value);
+  }
+  return Object.keys(out).length > 0 ? out : null;
+}

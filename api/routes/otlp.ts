@@ -8,7 +8,7 @@ import { publishIngest } from '../../broker/ingest-publisher.js';
 import type { CheckResult, CheckTask } from '../../pipeline/otlp/check-worker.js';
 import { type OtlpEncoding, otlpFormat } from '../../pipeline/otlp/decode.js';
 import { responseType, type Signal, statusType } from '../../pipeline/otlp/proto.js';
-import { ServiceError, validationError } from '../../schemas/errors.js';
+import { ServiceError, unavailable, validationError } from '../../schemas/errors.js';
 import { WORKER_EXEC_ARGV, workerFile } from '../../storage/worker-file.js';
 import { principalOf } from '../auth.js';
 import { rawBodyOf, readRawBody } from '../body-parser.js';
@@ -93,17 +93,23 @@ const otlpBody = documentedOnly(
     ),
 );
 
+/** Bodies waiting for a check thread at most; past it a request is answered 503 (retried by OTLP exporters). */
+const MAX_WAITING = 64;
+
 /** A pool of check workers, started at the first OTLP request (a service that never gets one has no threads). */
 function checkPool() {
   let pool: Piscina<CheckTask, CheckResult> | null = null;
   return {
-    run(task: CheckTask): Promise<CheckResult> {
+    async run(task: CheckTask): Promise<CheckResult> {
       pool ??= new Piscina({
         filename: workerFile(import.meta.url, '../../pipeline/otlp/check-worker.js'),
         execArgv: WORKER_EXEC_ARGV,
         minThreads: 1,
         maxThreads: Math.max(1, Math.min(4, os.availableParallelism())),
+        maxQueue: MAX_WAITING,
       });
+      if (pool.queueSize >= MAX_WAITING)
+        throw unavailable('too many OTLP bodies are waiting to be decoded', 1);
       return pool.run(task);
     },
     async close() {

@@ -2,15 +2,15 @@ import type { MetricRecord } from '../../schemas/records.js';
 
 /**
  * Cumulative OTLP series turned into increments (CONTRACT §12): each point's increment is its total minus the
- * series' previous total. A series seen for the first time is a baseline (nothing recorded), unless it started
- * after this state did: then nothing of it can have been missed, and its total is its first increment (so an app
- * that exports once, at its exit, is counted). A total that falls, or a new start time, is a reset: the new total
- * is the increment when the series restarted after its previous point, else a new baseline. A point older than
- * the series' newest is late and dropped; the same point again (a redelivery) gets the same increment again.
+ * series' previous total, and a series' first point is the baseline (nothing recorded: what it counted before is
+ * not known to have been missed or not). A total that falls, or a new start time, is a reset: the new total is
+ * the increment when the series restarted after its previous point, else a new baseline. A point older than the
+ * series' newest is late and dropped; the same point again (a redelivery) gets the same increment again.
  *
  * The state lives in the pipeline process (its main thread), per workspace and mode and series, and is forgotten
  * after SERIES_IDLE_MS without a point. A restart of the pipeline forgets it: each series' next point is then a
- * baseline.
+ * baseline. (With several pipeline processes each keeps its own: a series whose points reach two of them loses
+ * increments, never counts one twice.)
  */
 
 export interface SeriesPoint {
@@ -43,11 +43,6 @@ const totalsOf = (r: MetricRecord): Totals =>
 
 export class CumulativeSeries {
   readonly #series = new Map<string, SeriesState>();
-  readonly #bornNs: bigint;
-
-  constructor(now = Date.now()) {
-    this.#bornNs = BigInt(now) * 1_000_000n;
-  }
 
   get size(): number {
     return this.#series.size;
@@ -66,7 +61,7 @@ export class CumulativeSeries {
     } else if (seen && point.timeNs < seen.timeNs) {
       return null;
     } else if (!seen) {
-      recorded = point.startNs > 0n && point.startNs >= this.#bornNs ? totals : null;
+      recorded = null;
     } else if (point.startNs !== seen.startNs || totals.value < seen.totals.value) {
       recorded = point.startNs > 0n && point.startNs >= seen.timeNs ? totals : null;
     } else {

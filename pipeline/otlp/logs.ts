@@ -5,9 +5,11 @@ import {
   isZeroId,
   jsonAttributes,
   jsonId,
+  jsonText,
   jsonValue,
   list,
   msOf,
+  newAttributes,
   type PbAnyValue,
   type PbKeyValue,
   pbAttributes,
@@ -149,7 +151,7 @@ export function levelOf(severityNumber: number, severityText: string): Level {
 /** A body as the log's message: a string as it is, a structured body as JSON text. */
 function messageOf(body: AttrValue | undefined): string {
   if (body === undefined || body === null) return '';
-  return typeof body === 'string' ? body : JSON.stringify(body);
+  return typeof body === 'string' ? body : jsonText(body);
 }
 
 export interface MappedLogs {
@@ -163,10 +165,10 @@ const EXCEPTION_KEYS = ['exception.type', 'exception.message', 'exception.stackt
 
 function toLogItem(r: OtlpLogRecord): Record<string, unknown> {
   const ns = r.timeNs > 0n ? r.timeNs : r.observedNs;
-  const attributes: Record<string, unknown> = {};
+  const attributes: Record<string, unknown> = newAttributes();
   for (const [k, v] of Object.entries(r.attributes)) if (!EXCEPTION_KEYS.includes(k)) attributes[k] = v;
   const { service, environment } = resourceIdentity(r.resource);
-  const resource: Attributes = {};
+  const resource: Attributes = newAttributes();
   for (const [k, v] of Object.entries(r.resource)) {
     if (k !== 'service.name' && k !== 'deployment.environment.name' && k !== 'deployment.environment')
       resource[k] = v;

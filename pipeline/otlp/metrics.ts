@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { requestType, toBigInt, toNumber } from './proto.js';
 import {
   type Attributes,
   type AttrValue,
   jsonAttributes,
   jsonEnum,
+  jsonText,
   list,
   msOf,
   type PbKeyValue,
@@ -196,7 +198,7 @@ export function metricName(name: string): string {
 }
 
 const tagValue = (v: AttrValue): string =>
-  v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  v === null ? '' : typeof v === 'object' ? jsonText(v) : String(v);
 
 /** The first 20 attributes, their values in string form. */
 function tagsOf(attributes: Attributes): Record<string, string> | null {
@@ -205,10 +207,14 @@ function tagsOf(attributes: Attributes): Record<string, string> | null {
   return Object.fromEntries(entries.map(([k, v]) => [k, tagValue(v)]));
 }
 
-/** A series' identity (OTel's data model): resource, scope, name and every attribute, in a stable order. */
+/**
+ * A series' identity (OTel's data model): resource, scope, name and every attribute, in a stable order, hashed
+ * (the pipeline keeps one entry a series; a resource's attributes alone can be a kilobyte).
+ */
 function seriesOf(p: OtlpDataPoint): string {
   const sorted = (a: Attributes) => Object.entries(a).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
-  return JSON.stringify([sorted(p.resource), p.scope, p.name, p.unit, sorted(p.attributes)]);
+  const identity = JSON.stringify([sorted(p.resource), p.scope, p.name, p.unit, sorted(p.attributes)]);
+  return createHash('sha256').update(identity).digest('base64url');
 }
 
 /** Why a data point cannot be mapped, or null. */

@@ -24,9 +24,30 @@ export interface ProcessedOtlp {
   cumulative: CumulativeRecord[];
 }
 
+/** A child span's attributes are kept up to this much JSON text (as an execution's context): the rest is cut. */
+const MAX_ATTRIBUTES_CHARS = 65_536;
+
+/** Scrubbed attributes as JSON text, cut to MAX_ATTRIBUTES_CHARS (whole attributes, in order). */
+function attributesText(attributes: ChildSpan['attributes'], state: ScrubState): string | null {
+  if (Object.keys(attributes).length === 0) return null;
+  const clean = scrubTree(attributes, true, state);
+  const text = JSON.stringify(clean);
+  if (text.length <= MAX_ATTRIBUTES_CHARS) return text;
+  state.truncated = true;
+  const kept: Record<string, unknown> = {};
+  let size = 2;
+  for (const [k, v] of Object.entries(clean)) {
+    const entry = JSON.stringify({ [k]: v }).length - 1;
+    if (size + entry > MAX_ATTRIBUTES_CHARS) break;
+    Object.defineProperty(kept, k, { value: v, enumerable: true, writable: true, configurable: true });
+    size += entry;
+  }
+  return JSON.stringify(kept);
+}
+
 function toSpanRecord(s: ChildSpan): SpanRecord {
   const state: ScrubState = { truncated: false };
-  const attributes = Object.keys(s.attributes).length > 0 ? scrubTree(s.attributes, true, state) : null;
+  const attributes = attributesText(s.attributes, state);
   return {
     traceId: s.traceId,
     spanId: s.spanId,
@@ -37,7 +58,7 @@ function toSpanRecord(s: ChildSpan): SpanRecord {
     startedAt: Math.floor(s.startedAt),
     durationMs: s.durationMs,
     status: s.status,
-    attributes: attributes === null ? null : JSON.stringify(attributes),
+    attributes,
     service: scrubString(s.service, state),
     environment: scrubString(s.environment, state),
     truncated: state.truncated,
@@ -105,6 +126,20 @@ export function processOtlp(
       cumulative.push({ ...m.cumulative!, record: c.metrics[next++]! });
     });
   }
+  // A span that cannot be kept is rejected by its index; the others stay.
+  const spans: SpanRecord[] = [];
+  for (const s of mapped.spans) {
+    try {
+      spans.push(toSpanRecord(s));
+    } catch (err) {
+      out.rejections.push({
+        kind: 'spans',
+        index: s.index,
+        code: 'VALIDATION_ERROR',
+        details: [{ path: '', message: `the span cannot be kept: ${(err as Error).message}` }],
+      });
+    }
+  }
   out.rejections.sort((a, b) => a.index - b.index);
-  return { out, spans: mapped.spans.map(toSpanRecord), cumulative };
+  return { out, spans, cumulative };
 }

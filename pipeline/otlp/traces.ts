@@ -7,8 +7,10 @@ import {
   jsonAttributes,
   jsonEnum,
   jsonId,
+  jsonText,
   list,
   msOf,
+  newAttributes,
   type PbKeyValue,
   pbAttributes,
   resourceIdentity,
@@ -135,6 +137,8 @@ export function readTracesJson(body: unknown): OtlpSpan[] {
 
 /** A span kept under its execution (GET /api/executions/{id} `spans`). */
 export interface ChildSpan {
+  /** Its place among the body's spans. */
+  index: number;
   traceId: string;
   spanId: string;
   parentSpanId: string | null;
@@ -196,20 +200,21 @@ function addToContext(
     if (parts.length === 0) continue;
     if (parts.length > CONTEXT_MAX_DEPTH)
       parts = [...parts.slice(0, CONTEXT_MAX_DEPTH - 1), parts.slice(CONTEXT_MAX_DEPTH - 1).join('_')];
+    // Nodes without a prototype, and own keys only: a part such as `__proto__` is a plain key.
     let node = tree;
     let ok = true;
     for (const p of parts.slice(0, -1)) {
+      if (!Object.hasOwn(node, p)) node[p] = newAttributes();
       const next = node[p];
-      if (next === undefined) node[p] = {};
-      else if (next === null || typeof next !== 'object') {
+      if (next === null || typeof next !== 'object') {
         ok = false;
         break;
       }
-      node = node[p] as Record<string, unknown>;
+      node = next as Record<string, unknown>;
     }
     const leaf = parts.at(-1)!;
-    if (!ok || leaf in node) continue;
-    node[leaf] = value === null || typeof value !== 'object' ? value : JSON.stringify(value);
+    if (!ok || Object.hasOwn(node, leaf)) continue;
+    node[leaf] = value === null || typeof value !== 'object' ? value : jsonText(value);
     leaves.n++;
   }
 }
@@ -238,9 +243,11 @@ function toExecution(s: OtlpSpan): Record<string, unknown> {
     destination ??
     (s.name || 'unnamed');
   const exceptionEvent = s.events.find((e) => e.name === 'exception');
-  const context: Record<string, unknown> = {};
+  const context: Record<string, unknown> = newAttributes();
   const leaves = { n: 0 };
-  addToContext(context, [], Object.fromEntries(Object.entries(a).filter(([k]) => !MAPPED.has(k))), leaves);
+  const rest = newAttributes();
+  for (const [k, v] of Object.entries(a)) if (!MAPPED.has(k)) rest[k] = v;
+  addToContext(context, [], rest, leaves);
   addToContext(context, ['resource'], s.resource, leaves);
   return {
     executionId: s.spanId,
@@ -269,11 +276,20 @@ function toExecution(s: OtlpSpan): Record<string, unknown> {
   };
 }
 
+const TRACE_ID = /^[0-9a-f]{32}$/;
+const SPAN_ID = /^[0-9a-f]{16}$/;
+/** The longest span taken, as for an execution's duration (INGEST_ITEM_LIMITS.maxDurationMs): 24 h. */
+const MAX_DURATION_NS = 86_400_000n * 1_000_000n;
+
 /** Why a span cannot be mapped (CONTRACT §12), or null. */
 export function spanProblem(s: OtlpSpan): string | null {
   if (isZeroId(s.traceId)) return 'the span has no trace id';
   if (isZeroId(s.spanId)) return 'the span has no span id';
+  if (!TRACE_ID.test(s.traceId)) return 'the trace id is not 16 bytes';
+  if (!SPAN_ID.test(s.spanId)) return 'the span id is not 8 bytes';
+  if (s.parentSpanId !== '' && !SPAN_ID.test(s.parentSpanId)) return 'the parent span id is not 8 bytes';
   if (s.startNs <= 0n || s.endNs < s.startNs) return 'the span ends before it starts, or has no start';
+  if (s.endNs - s.startNs > MAX_DURATION_NS) return 'the span lasts longer than 24 hours';
   return null;
 }
 
@@ -287,6 +303,7 @@ export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
       out.executions.push({ index, item: toExecution(s) });
     else {
       out.spans.push({
+        index,
         traceId: s.traceId,
         spanId: s.spanId,
         parentSpanId: s.parentSpanId || null,

@@ -199,7 +199,11 @@ describe('OTLP from the stock OpenTelemetry SDK', () => {
       invoices.add(3, { region: 'eu' });
       latency.record(20);
       await meters.forceFlush();
-      // The exporter sends totals (5, then 8): stored as 5 and 3.
+      invoices.add(4, { region: 'eu' });
+      latency.record(40);
+      latency.record(50);
+      await meters.forceFlush();
+      // The exporter sends totals: 5, 8, 12. The first point is the baseline (CONTRACT §12): stored, 3 and 4.
       const to = Date.now() + 60_000;
       const total = await eventually(
         async () => {
@@ -214,7 +218,7 @@ describe('OTLP from the stock OpenTelemetry SDK', () => {
             sum: body.series.flatMap((s) => s.points).reduce((a, p) => a + (p.value ?? 0), 0),
           };
         },
-        (t) => t.sum === 8,
+        (t) => t.sum === 7,
       );
       expect(total.type).toBe('counter');
       const hist = await eventually(
@@ -229,6 +233,7 @@ describe('OTLP from the stock OpenTelemetry SDK', () => {
         },
         (n) => n === 3,
       );
+      // Counts 2, 3, 5: after the baseline, 1 and 2.
       expect(hist).toBe(3);
       await meters.shutdown();
     }

@@ -253,20 +253,21 @@ describe('cumulative series to increments', () => {
   });
   const value = (r: MetricRecord | null) => (r === null ? null : r.value);
 
-  it('takes a series older than itself as a baseline, then records differences', () => {
-    const c = new CumulativeSeries(born);
+  it('takes a series’ first point as the baseline, then records differences', () => {
+    const c = new CumulativeSeries();
     expect(value(c.increment('a', at(born - 500, born + 10), record(100)))).toBeNull();
     expect(value(c.increment('a', at(born - 500, born + 20), record(130)))).toBe(30);
     expect(value(c.increment('a', at(born - 500, born + 30), record(130)))).toBe(0);
   });
 
-  it('counts the whole total of a series that started after it (an app exporting once at its exit)', () => {
-    const c = new CumulativeSeries(born);
-    expect(value(c.increment('b', at(born + 5, born + 10), record(7)))).toBe(7);
+  it('records nothing for a first point, however recently its series started (CONTRACT §12)', () => {
+    const c = new CumulativeSeries();
+    expect(value(c.increment('b', at(born + 5, born + 10), record(7)))).toBeNull();
+    expect(value(c.increment('b', at(born + 5, born + 20), record(9)))).toBe(2);
   });
 
   it('gives a redelivered point the same increment, and drops a late one', () => {
-    const c = new CumulativeSeries(born);
+    const c = new CumulativeSeries();
     c.increment('a', at(born - 500, born + 10), record(100));
     expect(value(c.increment('a', at(born - 500, born + 20), record(130)))).toBe(30);
     expect(value(c.increment('a', at(born - 500, born + 20), record(130)))).toBe(30);
@@ -274,7 +275,7 @@ describe('cumulative series to increments', () => {
   });
 
   it('treats a restart (new start, or a total that falls) as counting from zero when it began after the last point', () => {
-    const c = new CumulativeSeries(born);
+    const c = new CumulativeSeries();
     c.increment('a', at(born - 500, born + 10), record(100));
     expect(value(c.increment('a', at(born + 15, born + 20), record(4)))).toBe(4);
     // A fall without a later start: nothing can be said of what was lost; a new baseline.
@@ -283,7 +284,7 @@ describe('cumulative series to increments', () => {
   });
 
   it('turns histogram counts and sums into increments', () => {
-    const c = new CumulativeSeries(born);
+    const c = new CumulativeSeries();
     const hist = (count: number, sum: number): MetricRecord => ({
       ...record(0),
       type: 'histogram',
@@ -345,6 +346,85 @@ describe('an OTLP body through the ingest stages', () => {
       rejected: 1,
       message: 'item 0: the span has no span id',
     });
+  });
+
+  it('takes hostile attribute names and values as data: __proto__ keys, NaN, deep nesting, secrets inside maps', () => {
+    // 5,000 levels, written as text (JSON.stringify itself would overflow the stack on it).
+    const deepText = `${'{"kvlistValue":{"values":[{"key":"k","value":'.repeat(5000)}{"stringValue":"bottom"}${'}]}}'.repeat(5000)}`;
+    const attrs = [
+      kv('__proto__.outcome', { stringValue: 'success' }),
+      kv('__proto__', { kvlistValue: { values: [kv('polluted', { boolValue: true })] } }),
+      kv('ratio', { doubleValue: 'NaN' }),
+      kv('headers', { kvlistValue: { values: [kv('authorization', { stringValue: 'Bearer sekret-abc' })] } }),
+      kv('deep', { stringValue: 'DEEP' }),
+    ];
+    const span = (spanId: string, kind: number) => ({
+      traceId: TRACE,
+      spanId,
+      kind,
+      startTimeUnixNano: ns(T0),
+      endTimeUnixNano: ns(T0 + 1),
+      attributes: attrs,
+    });
+    const body = {
+      resourceSpans: [
+        { resource, scopeSpans: [{ spans: [span('3333333333333333', 2), span('4444444444444444', 3)] }] },
+      ],
+    };
+    const text = JSON.stringify(body).replaceAll('{"stringValue":"DEEP"}', deepText);
+    const out = processOtlp('traces', 'json', Buffer.from(text), {
+      mode: 'test',
+      requestId: 'r',
+      receivedAt: T0,
+    });
+    expect(({} as Record<string, unknown>).outcome).toBeUndefined();
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(out.out.rejections).toEqual([]);
+    const e = out.out.executions[0]!;
+    expect(e.outcome).toBe('unknown');
+    const context = JSON.parse(e.context!);
+    expect(context.ratio).toBe('NaN');
+    expect(context.headers).toBe('{"authorization":"[redacted]"}');
+    expect(JSON.stringify(context)).toContain('nested deeper than 8 levels');
+    expect(out.spans).toHaveLength(1);
+    expect(out.spans[0]!.attributes).not.toContain('sekret');
+  });
+
+  it('rejects spans whose ids are not 16 and 8 bytes, or that last over 24 hours', () => {
+    const span = (over: Record<string, unknown>) => ({
+      traceId: TRACE,
+      spanId: '5555555555555555',
+      kind: 3,
+      startTimeUnixNano: ns(T0),
+      endTimeUnixNano: ns(T0 + 1),
+      ...over,
+    });
+    const body = {
+      resourceSpans: [
+        {
+          resource,
+          scopeSpans: [
+            {
+              spans: [
+                span({ traceId: 'abc' }),
+                span({ spanId: 'x'.repeat(16) }),
+                span({ endTimeUnixNano: ns(T0 + 86_400_001) }),
+                span({}),
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const bytes = Buffer.from(JSON.stringify(body));
+    expect(checkOtlp('traces', 'json', bytes)).toMatchObject({ items: 4, rejected: 3 });
+    const out = processOtlp('traces', 'json', bytes, { mode: 'test', requestId: 'r', receivedAt: T0 });
+    expect(out.out.rejections.map((r) => [r.index, r.details[0]!.message])).toEqual([
+      [0, 'the trace id is not 16 bytes'],
+      [1, 'the span id is not 8 bytes'],
+      [2, 'the span lasts longer than 24 hours'],
+    ]);
+    expect(out.spans).toHaveLength(1);
   });
 
   it('scrubs child spans as it does any item, and stores their start in whole milliseconds', () => {

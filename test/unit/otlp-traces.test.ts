@@ -158,6 +158,7 @@ describe('OTLP traces', () => {
   it('keeps the other spans as child spans of their trace', () => {
     expect(fromProtobuf.spans).toEqual([
       {
+        index: 1,
         traceId: TRACE,
         spanId: '0102030405060708',
         parentSpanId: 'eee19b7ec3c1b174',

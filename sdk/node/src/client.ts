@@ -4,13 +4,13 @@ import http, { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'n
 import https from 'node:https';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import path from 'node:path';
-import { type ContextTree, countLeaves, mergeContext } from './context.js';
+import { type ContextTree, countLeaves, mergeContext, newContext } from './context.js';
 import { Delivery, type DeliveryStats, USER_AGENT } from './delivery.js';
 import { type ExceptionItem, exceptionOf } from './exceptions.js';
 import { formatTraceParent, newSpanId, newTraceId, parseTraceParent } from './ids.js';
 import { MetricAggregator, type Tags } from './metrics.js';
 import { type IgnoreRule, ignoreMatcher, pathOf, templatePath } from './paths.js';
-import { pickHeaders, scrubString, scrubValue } from './scrub.js';
+import { pickHeaders, SENSITIVE_KEY, scrubString, scrubValue } from './scrub.js';
 
 export interface InitOptions {
   /** An API key with the ingest permission (default: SVC_API_KEY). Without one the SDK does nothing. */
@@ -64,6 +64,9 @@ interface Scope {
   /** A Koa context, for its router's matched route. */
   koa?: { _matchedRoute?: unknown };
 }
+
+/** Where a response keeps its execution's scope. */
+const SCOPE = Symbol('svc.scope');
 
 /** The store of an ignored request: nothing within it is attached to another request's execution. */
 const IGNORED = Symbol('ignored');
@@ -185,7 +188,7 @@ export function createClient(options: InitOptions = {}): Client {
       name,
       route: null,
       request: null,
-      context: {},
+      context: newContext(),
       fingerprint: null,
       exception: null,
       evidence: [],
@@ -233,10 +236,10 @@ export function createClient(options: InitOptions = {}): Client {
 
   // ---- inbound HTTP ----
 
-  function finishRequest(scope: Scope, res: ServerResponse, closed: boolean) {
+  function finishRequest(scope: Scope, res: ServerResponse, aborted: boolean) {
     if (scope.finished) return;
     scope.finished = true;
-    if (closed && !res.writableFinished) {
+    if (aborted) {
       scope.evidence.push({
         kind: 'aborted',
         verdict: null,
@@ -277,11 +280,9 @@ export function createClient(options: InitOptions = {}): Client {
     const q = url.indexOf('?');
     let query: Record<string, string | string[]> | null = null;
     if (q >= 0) {
-      query = {};
+      query = Object.create(null) as Record<string, string | string[]>;
       for (const [k, v] of new URLSearchParams(url.slice(q + 1))) {
-        const value = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i.test(k)
-          ? '[redacted]'
-          : scrubString(v);
+        const value = SENSITIVE_KEY.test(k) ? '[redacted]' : scrubString(v);
         const seen = query[k];
         query[k] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
       }
@@ -289,17 +290,9 @@ export function createClient(options: InitOptions = {}): Client {
     scope.request = { headers: pickHeaders(request.headers, headerNames), query };
     byRequest.set(request, scope);
     storage.enterWith(scope);
-    const end = response.end;
-    response.end = function (this: ServerResponse, ...args: unknown[]) {
-      try {
-        noteRoute(scope, request);
-      } catch {
-        // The route stays unknown.
-      }
-      return (end as (...a: unknown[]) => ServerResponse).apply(this, args);
-    } as ServerResponse['end'];
-    response.once('finish', () => finishRequest(scope, response, false));
-    response.once('close', () => finishRequest(scope, response, true));
+    (response as ServerResponse & { [SCOPE]?: Scope })[SCOPE] = scope;
+    // 'close' comes once the response is done, or when the connection went first (then it is not finished).
+    response.once('close', () => finishRequest(scope, response, !response.writableFinished));
   });
 
   // ---- frameworks ----
@@ -314,6 +307,34 @@ export function createClient(options: InitOptions = {}): Client {
     noteError(m.request?.raw, m.error);
   });
   const unpatch: (() => void)[] = [];
+  /**
+   * The route is read when the handler answers (Express restores a router's baseUrl once it leaves it): one patch
+   * of ServerResponse.prototype.end, not a closure per request.
+   */
+  function patchResponseEnd() {
+    const proto = http.ServerResponse.prototype as unknown as { end: (...a: unknown[]) => ServerResponse };
+    const original = proto.end;
+    if ((original as { __svc?: boolean }).__svc) return;
+    const wrapped = Object.assign(
+      function (this: ServerResponse & { [SCOPE]?: Scope }, ...args: unknown[]) {
+        const scope = this[SCOPE];
+        if (scope !== undefined && scope.route === null && this.req) {
+          try {
+            noteRoute(scope, this.req);
+          } catch {
+            // The route stays unknown.
+          }
+        }
+        return original.apply(this, args);
+      },
+      { __svc: true },
+    );
+    proto.end = wrapped;
+    unpatch.push(() => {
+      proto.end = original;
+    });
+  }
+
   function patchFrameworks() {
     const requires = resolvers();
     // Express 5 (its router package) and 4: errors that reach error-handling middleware.
@@ -450,6 +471,7 @@ export function createClient(options: InitOptions = {}): Client {
       ['tracing:fastify.request.handler:error', onFastifyError],
     );
     try {
+      patchResponseEnd();
       patchFrameworks();
     } catch (err) {
       onProblem(`internal error: frameworks not hooked: ${(err as Error).message}`);
@@ -499,7 +521,7 @@ export function createClient(options: InitOptions = {}): Client {
   let exitFlushed = false;
   const onBeforeExit = guarded(onProblem, () => {
     sendMetrics();
-    if (exitFlushed || !delivery || delivery.pending === 0) return;
+    if (exitFlushed || !delivery || delivery.idle) return;
     // Once: a service that is away must not keep the process alive for ever.
     exitFlushed = true;
     const keepAlive = setTimeout(() => {}, 5000);

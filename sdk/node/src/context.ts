@@ -1,4 +1,4 @@
-import { scrubString } from './scrub.js';
+import { SENSITIVE_KEY, scrubString } from './scrub.js';
 
 /**
  * `setContext` values as the service takes an execution's context (CONTRACT §4, §5): nested objects with scalar
@@ -6,7 +6,6 @@ import { scrubString } from './scrub.js';
  * replaced.
  */
 
-const SENSITIVE_KEY = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
 const MAX_DEPTH = 8;
 const MAX_LEAVES = 256;
 
@@ -25,26 +24,33 @@ function leafOf(value: unknown): string | number | boolean | null {
   }
 }
 
-/** Merges `value` into `into` (in place); answers the leaves left. */
+/** A context node without a prototype: a key such as `__proto__` from a parsed body is an ordinary key. */
+export const newContext = (): ContextTree => Object.create(null) as ContextTree;
+
+const set = (tree: ContextTree, key: string, value: ContextTree[string]) =>
+  Object.defineProperty(tree, key, { value, enumerable: true, writable: true, configurable: true });
+
+/** Merges `value` into `into` (in place), counting the leaves it adds in `leaves`. */
 export function mergeContext(into: ContextTree, value: unknown, depth = 1, leaves = { n: 0 }): void {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
     if (v === undefined || typeof v === 'function') continue;
+    const has = Object.hasOwn(into, k);
     if (SENSITIVE_KEY.test(k)) {
-      into[k] = '[redacted]';
+      set(into, k, '[redacted]');
       continue;
     }
     const isTree = v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date);
     if (isTree && depth < MAX_DEPTH) {
-      const existing = into[k];
-      const child: ContextTree = existing && typeof existing === 'object' ? existing : {};
-      into[k] = child;
+      const existing = has ? into[k] : undefined;
+      const child = existing && typeof existing === 'object' ? existing : newContext();
+      set(into, k, child);
       mergeContext(child, v, depth + 1, leaves);
       continue;
     }
-    if (!(k in into) && leaves.n >= MAX_LEAVES) continue;
-    if (!(k in into)) leaves.n++;
-    into[k] = v instanceof Date ? v.toISOString() : leafOf(v);
+    if (!has && leaves.n >= MAX_LEAVES) continue;
+    if (!has) leaves.n++;
+    set(into, k, v instanceof Date ? v.toISOString() : leafOf(v));
   }
 }
 

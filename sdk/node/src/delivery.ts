@@ -5,6 +5,8 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 
 const gzip = promisify(zlib.gzip);
+/** zlib level 1: about a third of the default's CPU for a body some 15 % larger (telemetry JSON compresses well). */
+const GZIP_LEVEL = 1;
 
 /**
  * Delivery (CONTRACT §13): items wait in one bounded queue (the oldest dropped, and counted, when it is full), go
@@ -18,9 +20,10 @@ export type ItemKind = 'executions' | 'logs' | 'metrics';
 
 export interface QueuedItem {
   kind: ItemKind;
-  item: Record<string, unknown>;
-  /** Its JSON text's length, for the 5 MiB bound. */
-  size: number;
+  /** The item's JSON text: made once, when it is queued (its length bounds the batch's 5 MiB). */
+  json: string;
+  /** An execution's inline logs: the service counts them with the batch's logs. */
+  logs: number;
 }
 
 export interface DeliveryOptions {
@@ -85,12 +88,18 @@ export class Delivery {
     this.#url = new URL('/api/ingest', options.endpoint);
     const Agent = this.#url.protocol === 'https:' ? https.Agent : http.Agent;
     this.#agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    this.#timer = setInterval(() => this.#kick(), options.flushIntervalMs);
+    this.#timer = setInterval(() => this.#kick(true), options.flushIntervalMs);
     this.#timer.unref();
   }
 
+  /** Items queued, not counting the batch being sent. */
   get pending(): number {
     return this.#queue.length - this.#head;
+  }
+
+  /** Nothing queued and nothing being sent. */
+  get idle(): boolean {
+    return this.pending === 0 && this.#sending === null;
   }
 
   add(kind: ItemKind, item: Record<string, unknown>): void {
@@ -98,21 +107,24 @@ export class Delivery {
       this.stats.dropped++;
       return;
     }
-    let size: number;
+    let json: string;
     try {
-      size = JSON.stringify(item).length;
+      json = JSON.stringify(item);
     } catch {
       this.stats.dropped++;
       return;
     }
-    this.#queue.push({ kind, item, size });
+    const logs = kind === 'executions' && Array.isArray(item.logs) ? item.logs.length : 0;
+    this.#queue.push({ kind, json, logs });
     while (this.pending > this.#o.maxQueueSize) {
       this.#head++;
       this.stats.dropped++;
     }
     this.#compact();
     this.stats.queued = this.pending;
-    if (this.pending >= LIMITS.executions) this.#kick();
+    // A full batch goes at once; a smaller one waits for the interval (many small requests would cost the
+    // application more than the seconds they save).
+    if (this.pending >= LIMITS.executions) this.#kick(false);
   }
 
   #compact() {
@@ -122,13 +134,18 @@ export class Delivery {
     }
   }
 
-  /** Starts sending when nothing is being sent. */
-  #kick(): void {
+  /**
+   * Starts sending when nothing is being sent: every batch queued (`all`: the interval's tick, a flush), or only
+   * full ones.
+   */
+  #kick(all: boolean): void {
+    if (all) this.#sendAll = true;
     if (this.#sending || this.pending === 0) return;
     this.#sending = this.#drain().finally(() => {
       this.#sending = null;
     });
   }
+  #sendAll = false;
 
   /** Takes the next batch off the queue. */
   #take(): QueuedItem[] {
@@ -138,10 +155,12 @@ export class Delivery {
     while (this.#head < this.#queue.length) {
       const next = this.#queue[this.#head]!;
       if (counts[next.kind] >= LIMITS[next.kind]) break;
-      if (batch.length > 0 && bytes + next.size > MAX_BODY) break;
+      if (batch.length > 0 && counts.logs + next.logs > LIMITS.logs) break;
+      if (batch.length > 0 && bytes + next.json.length > MAX_BODY) break;
       batch.push(next);
       counts[next.kind]++;
-      bytes += next.size + 1;
+      counts.logs += next.logs;
+      bytes += next.json.length + 1;
       this.#head++;
     }
     this.#compact();
@@ -150,8 +169,9 @@ export class Delivery {
   }
 
   async #drain(): Promise<void> {
-    while (this.pending > 0) {
+    while (this.pending > 0 && (this.#sendAll || this.pending >= LIMITS.executions)) {
       const batch = this.#take();
+      if (this.pending === 0) this.#sendAll = false;
       await this.#deliver(batch);
     }
   }
@@ -161,12 +181,16 @@ export class Delivery {
     const key = randomUUID();
     let body: Buffer;
     try {
-      body = await gzip(this.#body(batch));
+      body = await gzip(this.#body(batch), { level: GZIP_LEVEL });
     } catch (err) {
       this.#drop(batch, `a batch could not be encoded: ${(err as Error).message}`);
       return;
     }
     for (let attempt = 0; ; attempt++) {
+      if (this.#closed) {
+        this.#drop(batch, 'closed while the service was unavailable; a batch was dropped');
+        return;
+      }
       const answer = await this.#post(body, key);
       if (answer.status === 202 || answer.status === 200) {
         this.stats.sent += batch.length;
@@ -186,10 +210,6 @@ export class Delivery {
         this.#drop(batch, `the service refused a batch (HTTP ${answer.status}); dropped`);
         return;
       }
-      if (this.#closed && this.#deadline !== null && Date.now() >= this.#deadline) {
-        this.#drop(batch, 'closed while the service was unavailable; a batch was dropped');
-        return;
-      }
       // Full jitter over an exponential backoff, never below the service's retry-after.
       const ceiling = Math.min(this.#o.maxBackoffMs, this.#o.minBackoffMs * 2 ** Math.min(attempt, 16));
       const wait = Math.max(answer.retryAfterMs ?? 0, Math.random() * ceiling);
@@ -204,7 +224,7 @@ export class Delivery {
 
   #body(batch: QueuedItem[]): string {
     const parts: Record<ItemKind, string[]> = { executions: [], logs: [], metrics: [] };
-    for (const q of batch) parts[q.kind].push(JSON.stringify(q.item));
+    for (const q of batch) parts[q.kind].push(q.json);
     let out = JSON.stringify(this.#o.envelope).slice(0, -1);
     for (const kind of ['executions', 'logs', 'metrics'] as const) {
       if (parts[kind].length > 0)
@@ -212,6 +232,9 @@ export class Delivery {
     }
     return `${out}}`;
   }
+
+  /** The request being sent, for close() to abort once its time is up. */
+  #inFlight: http.ClientRequest | null = null;
 
   #post(body: Buffer, key: string): Promise<Answer> {
     const send = () =>
@@ -245,6 +268,10 @@ export class Delivery {
         );
         req.on('timeout', () => req.destroy(new Error('timed out')));
         req.on('error', () => resolve({ status: 0, retryAfterMs: null }));
+        req.on('close', () => {
+          if (this.#inFlight === req) this.#inFlight = null;
+        });
+        this.#inFlight = req;
         req.end(body);
       });
     return this.#o.untraced ? this.#o.untraced(send) : send();
@@ -262,9 +289,6 @@ export class Delivery {
     });
   }
 
-  /** Set by close(): past it, a batch the service does not take is dropped instead of retried. */
-  #deadline: number | null = null;
-
   /**
    * Sends everything queued so far; resolves true when it all went, false when `timeoutMs` passed first (what is
    * left stays queued, and goes on being retried).
@@ -272,7 +296,7 @@ export class Delivery {
   async flush(timeoutMs = 10_000): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      this.#kick();
+      this.#kick(true);
       const sending = this.#sending;
       if (!sending) return this.pending === 0;
       const left = deadline - Date.now();
@@ -294,9 +318,10 @@ export class Delivery {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
     const ok = await this.flush(timeoutMs);
+    // Out of time: the batch being sent is abandoned (its request aborted, not waited for) and dropped.
     this.#closed = true;
-    this.#deadline = Date.now();
     this.#wake?.();
+    this.#inFlight?.destroy();
     if (!ok) {
       // What is still queued will not be sent.
       this.stats.dropped += this.pending;

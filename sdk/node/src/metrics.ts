@@ -1,3 +1,5 @@
+import { REDACTED, SENSITIVE_KEY, scrubString } from './scrub.js';
+
 /**
  * Metrics aggregated in memory (CONTRACT §13): per name and tags, a counter's sum, a gauge's last value, a
  * histogram's count, sum, min and max; sent as one point each per interval, stamped with the interval's end.
@@ -19,12 +21,14 @@ interface Cell {
 const NAME = /^[A-Za-z_][A-Za-z0-9_.]*$/;
 const MAX_TAGS = 20;
 
-/** Tags as the service takes them: at most 20, string values. */
+/** Tags as the service takes them: at most 20, string values, scrubbed. */
 function tagsOf(tags: Tags | undefined): Record<string, string> | null {
-  if (!tags) return null;
+  if (!tags || typeof tags !== 'object') return null;
   const entries = Object.entries(tags).slice(0, MAX_TAGS);
   if (entries.length === 0) return null;
-  return Object.fromEntries(entries.map(([k, v]) => [k, String(v)]));
+  return Object.fromEntries(
+    entries.map(([k, v]) => [k, SENSITIVE_KEY.test(k) ? REDACTED : scrubString(String(v))]),
+  );
 }
 
 export class MetricAggregator {

@@ -13,11 +13,20 @@ export function pathOf(url: string): string {
   return end < 0 ? url : url.slice(0, end);
 }
 
+const isId = (s: string) => s !== '' && (DIGITS.test(s) || UUID.test(s) || HEX.test(s));
+
 export function templatePath(path: string): string {
-  return path
-    .split('/')
-    .map((s) => (s !== '' && (DIGITS.test(s) || UUID.test(s) || HEX.test(s)) ? ':id' : s))
-    .join('/');
+  // Most paths have no segment to replace: an id holds a digit, or is 8 or more hex letters.
+  if (!/[0-9a-fA-F]/.test(path)) return path;
+  const segments = path.split('/');
+  let changed = false;
+  for (let i = 0; i < segments.length; i++) {
+    if (isId(segments[i]!)) {
+      segments[i] = ':id';
+      changed = true;
+    }
+  }
+  return changed ? segments.join('/') : path;
 }
 
 /** What `ignore` takes: exact paths, globs (`*` within a segment, `**` across), regular expressions, a function. */

@@ -6,7 +6,7 @@
 
 export const REDACTED = '[redacted]';
 const MAX_STRING = 8192;
-const SENSITIVE_KEY = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
+export const SENSITIVE_KEY = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
 const SERVICE_KEY = /svc_(?:test|live|sess)_[A-Za-z0-9]{16,}/g;
 const DROPPED_HEADERS = new Set([
   'authorization',
@@ -34,7 +34,13 @@ export function scrubValue(value: unknown, depth = 0): unknown {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     if (v === undefined || typeof v === 'function') continue;
-    out[k] = SENSITIVE_KEY.test(k) ? REDACTED : scrubValue(v, depth + 1);
+    // defineProperty: `__proto__` stays a key (an assignment would set the copy's prototype).
+    Object.defineProperty(out, k, {
+      value: SENSITIVE_KEY.test(k) ? REDACTED : scrubValue(v, depth + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }
@@ -52,15 +58,17 @@ export function pickHeaders(
   headers: Record<string, string | string[] | undefined>,
   names: readonly string[],
 ): Record<string, string | string[]> | null {
-  const all = names.includes('*');
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || DROPPED_HEADERS.has(name) || (!all && !names.includes(name))) continue;
+  let out: Record<string, string | string[]> | null = null;
+  const keep = (name: string, value: string | string[] | undefined) => {
+    if (value === undefined || DROPPED_HEADERS.has(name)) return;
+    out ??= {};
     out[name] = SENSITIVE_KEY.test(name)
       ? REDACTED
       : Array.isArray(value)
         ? value.map(scrubString)
         : scrubString(value);
-  }
-  return Object.keys(out).length > 0 ? out : null;
+  };
+  if (names.includes('*')) for (const [name, value] of Object.entries(headers)) keep(name, value);
+  else for (const name of names) keep(name, headers[name]);
+  return out;
 }

@@ -47,6 +47,10 @@ beforeAll(async () => {
     onProblem: () => {},
   });
   app = http.createServer((req, res) => {
+    if (req.url === '/proto')
+      svc.setContext(JSON.parse('{"body":{"__proto__":{"isAdmin":true}},"__proto__":{"x":1}}'));
+    if (req.url === '/metric')
+      svc.metrics.counter('logins', 1, { token: 'abc', user: 'svc_live_0123456789abcdef0123' });
     if (req.url === '/ctx') {
       const circular: Record<string, unknown> = { a: 1 };
       circular.self = circular;
@@ -119,6 +123,22 @@ describe('init() in a process', () => {
     });
   });
 
+  it('keeps `__proto__` keys of a context as data, and scrubs metric tags', async () => {
+    await (await fetch(`${appUrl}/proto`)).text();
+    await (await fetch(`${appUrl}/metric`)).text();
+    await svc.flush(5000);
+    expect(({} as Record<string, unknown>).isAdmin).toBeUndefined();
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+    const e = executions().find((x) => x.endpoint === '/proto')!;
+    expect(e.context).toEqual({ body: { ['__proto__']: { isAdmin: true } }, ['__proto__']: { x: 1 } });
+    const points = received.flatMap((b) => (b as { metrics?: Record<string, unknown>[] }).metrics ?? []);
+    expect(points.find((p) => p.name === 'logins')).toMatchObject({
+      type: 'counter',
+      value: 1,
+      tags: { token: '[redacted]', user: '[redacted]' },
+    });
+  });
+
   it('continues an inbound traceparent and starts a new trace without one', async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     await (
@@ -137,6 +157,31 @@ describe('init() in a process', () => {
 });
 
 describe('a process that ends on its own', () => {
+  it('resends at exit a batch the service refused with 503 (in its backoff when the process ran out of work)', async () => {
+    let calls = 0;
+    const got: Envelope[] = [];
+    const flaky = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (calls++ === 0) return void res.writeHead(503, { 'retry-after': '1' }).end('{}');
+        got.push(JSON.parse(zlib.gunzipSync(Buffer.concat(chunks)).toString('utf8')) as Envelope);
+        res.writeHead(202).end('{}');
+      });
+    });
+    const url = await listen(flaky);
+    const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'esm', 'index.js');
+    const script = `import { init } from ${JSON.stringify(pkg)};
+      const svc = init({ apiKey: 'svc_test_0000000000000000', endpoint: ${JSON.stringify(url)}, service: 'exits', flushIntervalMs: 50 });
+      await svc.track('refused-once', () => 1);
+      await new Promise((r) => setTimeout(r, 200));`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' });
+    expect(await new Promise((r) => child.once('exit', r))).toBe(0);
+    await new Promise((r) => flaky.close(r));
+    expect(calls).toBe(2);
+    expect(got.flatMap((e) => e.executions ?? []).map((e) => e.endpoint)).toEqual(['refused-once']);
+  });
+
   it('sends what is queued when it runs out of work (beforeExit)', async () => {
     const before = executions().length;
     const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'esm', 'index.js');

@@ -180,6 +180,34 @@ describe('delivery', () => {
     expect(d.stats.sent).toBe(sent.length);
   });
 
+  it('counts inline logs with the batch’s logs, as the service does (5,000 a request)', async () => {
+    const svc = await fakeService(() => ({ status: 202 }));
+    open.push({ close: () => new Promise((r) => svc.server.close(r)) });
+    const { d } = delivery(svc.url);
+    const logs = Array.from({ length: 10 }, (_, i) => ({ message: `l${i}` }));
+    for (let i = 0; i < 1200; i++) d.add('executions', { ...execution(i), logs });
+    expect(await d.flush(10_000)).toBe(true);
+    expect(svc.received.map((r) => r.body.executions?.length ?? 0)).toEqual([500, 500, 200]);
+  });
+
+  it('close does not wait past its timeout for a service that never answers', async () => {
+    const hanging = http.createServer(() => {
+      // Reads nothing, answers nothing.
+    });
+    const url = await new Promise<string>((r) =>
+      hanging.listen(0, '127.0.0.1', () => r(`http://127.0.0.1:${(hanging.address() as AddressInfo).port}`)),
+    );
+    open.push({
+      close: () => new Promise((r) => hanging.close(r)).then(() => hanging.closeAllConnections()),
+    });
+    const { d } = delivery(url);
+    d.add('executions', execution(1));
+    const started = Date.now();
+    expect(await d.close(300)).toBe(false);
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(d.stats).toMatchObject({ sent: 0, dropped: 1 });
+  });
+
   it('close gives up after its timeout when the service stays away, and says what it dropped', async () => {
     const svc = await fakeService(() => ({ status: 503 }));
     open.push({ close: () => new Promise((r) => svc.server.close(r)) });

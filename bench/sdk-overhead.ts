@@ -14,8 +14,9 @@ import { quantile } from './support/stats.js';
  * What the Node SDK costs an application (issue 15): a plain node:http hello-world, as its own process, under a
  * closed-loop load from this process (undici, keep-alive), without the SDK and with init() (sending to a local
  * sink that answers 202, so the service's own cost is not in the figure). Runs alternate (plain, sdk, plain, sdk…)
- * on these noisy machines; reported per mode: requests/s, latency p50/p99, and the app's CPU per request; then the
- * differences and the throughput ratio from the medians.
+ * on these noisy machines; each is a closed loop (throughput, the app's CPU per request) then an open loop at a
+ * fixed rate under either capacity (the latency a request sees: at saturation latency is queueing, not cost);
+ * then the differences and the throughput ratio from the medians.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -40,14 +41,41 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ port: 
 
 interface Run {
   mode: 'plain' | 'sdk';
+  /** Closed loop, as fast as the app answers: throughput, and latency at saturation. */
   requests: number;
   perSec: number;
   p50Us: number;
   p99Us: number;
   cpuUsPerRequest: number;
+  /** Open loop at a fixed rate well under either capacity: the latency a request sees. */
+  atRate: { perSec: number; p50Us: number; p99Us: number };
 }
 
-async function runOnce(mode: Run['mode'], sink: string, seconds: number, connections: number): Promise<Run> {
+/** Request latencies (µs) of an open loop at `rate` requests/s for `seconds`: each sent when it is due. */
+async function openLoop(hit: () => Promise<void>, rate: number, seconds: number): Promise<number[]> {
+  const latencies: number[] = [];
+  const start = performance.now();
+  const total = Math.floor(rate * seconds);
+  const pending: Promise<void>[] = [];
+  for (let n = 0; n < total; n++) {
+    const due = start + (n * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const s = performance.now();
+    pending.push(hit().then(() => void latencies.push((performance.now() - s) * 1000)));
+    if (pending.length >= 256) await Promise.all(pending.splice(0));
+  }
+  await Promise.all(pending);
+  return latencies.sort((a, b) => a - b);
+}
+
+async function runOnce(
+  mode: Run['mode'],
+  sink: string,
+  seconds: number,
+  connections: number,
+  rate: number,
+): Promise<Run> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', APP(mode === 'sdk', sink)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -83,9 +111,11 @@ async function runOnce(mode: Run['mode'], sink: string, seconds: number, connect
     );
     const elapsed = (performance.now() - t0) / 1000;
     const cpu = (await procStats(child.pid!)).cpuSeconds - cpu0;
+    const timed = await openLoop(hit, rate, seconds);
     await pool.close();
     latencies.sort((a, b) => a - b);
     return {
+      atRate: { perSec: rate, p50Us: quantile(timed, 0.5) ?? 0, p99Us: quantile(timed, 0.99) ?? 0 },
       mode,
       requests: latencies.length,
       perSec: latencies.length / elapsed,
@@ -113,11 +143,13 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<unkn
       duration: { type: 'string', default: '10' },
       rounds: { type: 'string', default: '3' },
       connections: { type: 'string', default: '16' },
+      rate: { type: 'string', default: '5000' },
     },
   });
   const seconds = Number(values.duration);
   const rounds = Number(values.rounds);
   const connections = Number(values.connections);
+  const rate = Number(values.rate);
   // The sink: reads each batch and answers 202, as the service would.
   let batches = 0;
   const sink = http.createServer((req, res) => {
@@ -133,28 +165,30 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<unkn
   try {
     for (let i = 0; i < rounds; i++) {
       for (const mode of ['plain', 'sdk'] as const) {
-        const r = await runOnce(mode, sinkUrl, seconds, connections);
+        const r = await runOnce(mode, sinkUrl, seconds, connections, rate);
         runs.push(r);
         process.stdout.write(
           `${mode.padEnd(5)} ${fmt(r.perSec)} req/s, p50 ${fmt(r.p50Us)} µs, p99 ${fmt(r.p99Us)} µs, ` +
-            `app CPU ${fmt(r.cpuUsPerRequest, 1)} µs/request\n`,
+            `app CPU ${fmt(r.cpuUsPerRequest, 1)} µs/request; at ${fmt(rate)} req/s p50 ${fmt(r.atRate.p50Us)} µs, ` +
+            `p99 ${fmt(r.atRate.p99Us)} µs\n`,
         );
       }
     }
   } finally {
     sink.close();
   }
-  const of = (mode: Run['mode'], k: keyof Run) =>
-    median(runs.filter((r) => r.mode === mode).map((r) => r[k] as number));
+  const of = (mode: Run['mode'], pick: (r: Run) => number) =>
+    median(runs.filter((r) => r.mode === mode).map(pick));
   const summary = {
-    addedP50Us: of('sdk', 'p50Us') - of('plain', 'p50Us'),
-    addedP99Us: of('sdk', 'p99Us') - of('plain', 'p99Us'),
-    addedCpuUsPerRequest: of('sdk', 'cpuUsPerRequest') - of('plain', 'cpuUsPerRequest'),
-    throughputRatio: of('sdk', 'perSec') / of('plain', 'perSec'),
+    addedP50Us: of('sdk', (r) => r.atRate.p50Us) - of('plain', (r) => r.atRate.p50Us),
+    addedP99Us: of('sdk', (r) => r.atRate.p99Us) - of('plain', (r) => r.atRate.p99Us),
+    addedP50UsAtSaturation: of('sdk', (r) => r.p50Us) - of('plain', (r) => r.p50Us),
+    addedCpuUsPerRequest: of('sdk', (r) => r.cpuUsPerRequest) - of('plain', (r) => r.cpuUsPerRequest),
+    throughputRatio: of('sdk', (r) => r.perSec) / of('plain', (r) => r.perSec),
   };
   process.stdout.write(
-    `medians over ${rounds} alternating rounds of ${seconds} s, ${connections} connections: the SDK adds ` +
-      `${fmt(summary.addedP50Us)} µs at p50 (aim ≤ 50), ${fmt(summary.addedP99Us)} µs at p99, ` +
+    `medians over ${rounds} alternating rounds of ${seconds} s, ${connections} connections: at ${fmt(rate)} req/s the SDK ` +
+      `adds ${fmt(summary.addedP50Us)} µs at p50 (aim ≤ 50), ${fmt(summary.addedP99Us)} µs at p99; ` +
       `${fmt(summary.addedCpuUsPerRequest, 1)} µs of app CPU a request; throughput ratio ${fmt(summary.throughputRatio, 2)} ` +
       `(aim ≥ 0.9); ${batches} batches sent to the sink\n`,
   );

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { type ContextTree, countLeaves, mergeContext, newContext } from './context.js';
 import { Delivery, type DeliveryStats, USER_AGENT } from './delivery.js';
 import { type ExceptionItem, exceptionOf } from './exceptions.js';
-import { formatTraceParent, newSpanId, newTraceId, parseTraceParent } from './ids.js';
+import { formatTraceParent, newSpanId, newTraceAndSpan, parseTraceParent } from './ids.js';
 import { MetricAggregator, type Tags } from './metrics.js';
 import { type IgnoreRule, ignoreMatcher, pathOf, templatePath } from './paths.js';
 import { pickHeaders, SENSITIVE_KEY, scrubString, scrubValue } from './scrub.js';
@@ -55,11 +55,12 @@ interface Scope {
     headers: Record<string, string | string[]> | null;
     query: Record<string, string | string[]> | null;
   } | null;
-  context: ContextTree;
+  /** Made when first used (most requests never set one), as are evidence and logs. */
+  context: ContextTree | null;
   fingerprint: string[] | null;
   exception: ExceptionItem | null;
-  evidence: Evidence[];
-  logs: Record<string, unknown>[];
+  evidence: Evidence[] | null;
+  logs: Record<string, unknown>[] | null;
   finished: boolean;
   /** A Koa context, for its router's matched route. */
   koa?: { _matchedRoute?: unknown };
@@ -71,6 +72,15 @@ const SCOPE = Symbol('svc.scope');
 /** The store of an ignored request: nothing within it is attached to another request's execution. */
 const IGNORED = Symbol('ignored');
 type Store = Scope | typeof IGNORED;
+
+/** A header's first value from `rawHeaders` (name, value, name, value…), by its lower-case name. */
+function rawHeader(raw: string[], name: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i]!;
+    if (n.length === name.length && n.toLowerCase() === name) return raw[i + 1];
+  }
+  return undefined;
+}
 
 const DEFAULT_IGNORE: IgnoreRule[] = ['/healthz', '/readyz', '/livez'];
 const DEFAULT_HEADERS = ['user-agent', 'content-type', 'content-length', 'x-request-id', 'referer'];
@@ -166,7 +176,13 @@ export function createClient(options: InitOptions = {}): Client {
   const aggregator = new MetricAggregator();
   const ignored = ignoreMatcher([...DEFAULT_IGNORE, ...[options.ignore ?? []].flat()]);
   const headerNames = (options.requestHeaders ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
-  const byRequest = new WeakMap<IncomingMessage, Scope>();
+  // A request's scope, kept on the request itself (a WeakMap costs the collector more at every request).
+  const byRequest = {
+    get: (req: IncomingMessage): Scope | undefined => (req as IncomingMessage & { [SCOPE]?: Scope })[SCOPE],
+    set: (req: IncomingMessage, scope: Scope) => {
+      (req as IncomingMessage & { [SCOPE]?: Scope })[SCOPE] = scope;
+    },
+  };
   const current = (): Scope | null => {
     const s = storage.getStore();
     return s && s !== IGNORED && !s.finished ? s : null;
@@ -177,9 +193,10 @@ export function createClient(options: InitOptions = {}): Client {
     source: string,
     name: string,
   ): Scope {
+    const ids = parent ? { traceId: parent.traceId, spanId: newSpanId() } : newTraceAndSpan();
     return {
-      traceId: parent?.traceId ?? newTraceId(),
-      spanId: newSpanId(),
+      traceId: ids.traceId,
+      spanId: ids.spanId,
       parentSpanId: parent?.parentId ?? null,
       startedAt: Date.now(),
       t0: performance.now(),
@@ -188,11 +205,11 @@ export function createClient(options: InitOptions = {}): Client {
       name,
       route: null,
       request: null,
-      context: newContext(),
+      context: null,
       fingerprint: null,
       exception: null,
-      evidence: [],
-      logs: [],
+      evidence: null,
+      logs: null,
       finished: false,
     };
   }
@@ -210,27 +227,35 @@ export function createClient(options: InitOptions = {}): Client {
       };
     }
     const endpoint = scope.source === 'http' ? (scope.route ?? templatePath(pathOf(scope.name))) : scope.name;
+    // Only what differs from the defaults: the envelope's resource gives service and environment, `http` is the
+    // default source, and every byte is paid three times (serialized, compressed, sent).
     const item: Record<string, unknown> = {
       executionId: scope.spanId,
       traceId: scope.traceId,
       spanId: scope.spanId,
-      parentSpanId: scope.parentSpanId,
-      service: resource.service,
-      environment: resource.environment,
-      source: scope.source,
       endpoint: scrubString(endpoint || '/').slice(0, 512),
-      method: scope.method,
       startedAt: scope.startedAt,
-      durationMs: Math.min(durationMs, 86_400_000),
-      statusCode,
+      // To the microsecond: a duration's last digits are noise, and bytes.
+      durationMs: Math.round(Math.min(durationMs, 86_400_000) * 1000) / 1000,
     };
+    if (scope.parentSpanId !== null) item.parentSpanId = scope.parentSpanId;
+    if (scope.source !== 'http') item.source = scope.source;
+    if (scope.method !== null) item.method = scope.method;
+    if (statusCode !== null) item.statusCode = statusCode;
     if (outcome) item.outcome = outcome;
-    if (scope.request) item.request = { route: scope.route, ...scope.request };
-    if (countLeaves(scope.context) > 0) item.context = scope.context;
+    const request = scope.request;
+    if (request && (scope.route !== null || request.headers !== null || request.query !== null)) {
+      const r: Record<string, unknown> = {};
+      if (scope.route !== null) r.route = scope.route;
+      if (request.headers !== null) r.headers = request.headers;
+      if (request.query !== null) r.query = request.query;
+      item.request = r;
+    }
+    if (scope.context !== null && countLeaves(scope.context) > 0) item.context = scope.context;
     if (exception) item.exception = exception;
-    if (scope.evidence.length > 0) item.outcomeEvidence = scope.evidence;
+    if (scope.evidence !== null) item.outcomeEvidence = scope.evidence;
     if (scope.fingerprint) item.fingerprint = scope.fingerprint;
-    if (scope.logs.length > 0) item.logs = scope.logs;
+    if (scope.logs !== null) item.logs = scope.logs;
     delivery?.add('executions', item);
   }
 
@@ -240,7 +265,7 @@ export function createClient(options: InitOptions = {}): Client {
     if (scope.finished) return;
     scope.finished = true;
     if (aborted) {
-      scope.evidence.push({
+      (scope.evidence ??= []).push({
         kind: 'aborted',
         verdict: null,
         detail: 'the connection closed before the response ended',
@@ -271,11 +296,13 @@ export function createClient(options: InitOptions = {}): Client {
     const method = request.method ?? 'GET';
     const url = request.url ?? '/';
     const p = pathOf(url);
-    if (ignored(p, method) || request.headers['user-agent'] === USER_AGENT) {
+    // From rawHeaders: `request.headers` is built on first use, a cost the application may never pay itself.
+    const raw = request.rawHeaders;
+    if (ignored(p, method) || rawHeader(raw, 'user-agent') === USER_AGENT) {
       storage.enterWith(IGNORED);
       return;
     }
-    const scope = newScope(parseTraceParent(request.headers.traceparent), 'http', p);
+    const scope = newScope(parseTraceParent(rawHeader(raw, 'traceparent')), 'http', p);
     scope.method = method;
     const q = url.indexOf('?');
     let query: Record<string, string | string[]> | null = null;
@@ -287,7 +314,7 @@ export function createClient(options: InitOptions = {}): Client {
         query[k] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
       }
     }
-    scope.request = { headers: pickHeaders(request.headers, headerNames), query };
+    scope.request = { headers: pickHeaders(raw, headerNames), query };
     byRequest.set(request, scope);
     storage.enterWith(scope);
     (response as ServerResponse & { [SCOPE]?: Scope })[SCOPE] = scope;
@@ -497,8 +524,8 @@ export function createClient(options: InitOptions = {}): Client {
       const clean = scrubValue(Object.fromEntries(Object.entries(kept).filter(([, v]) => v !== undefined)));
       if (clean && typeof clean === 'object' && Object.keys(clean).length > 0) entry.attributes = clean;
     }
-    if (scope && scope.logs.length < MAX_INLINE_LOGS) {
-      scope.logs.push(entry);
+    if (scope && (scope.logs?.length ?? 0) < MAX_INLINE_LOGS) {
+      (scope.logs ??= []).push(entry);
       return;
     }
     const store = storage.getStore();
@@ -533,7 +560,10 @@ export function createClient(options: InitOptions = {}): Client {
   const client: Client = {
     setContext: guarded(onProblem, (context: Record<string, unknown>) => {
       const scope = current();
-      if (scope) mergeContext(scope.context, context, 1, { n: countLeaves(scope.context) });
+      if (scope) {
+        scope.context ??= newContext();
+        mergeContext(scope.context, context, 1, { n: countLeaves(scope.context) });
+      }
     }),
     setFingerprint: guarded(onProblem, (parts: string[]) => {
       const scope = current();
@@ -547,7 +577,7 @@ export function createClient(options: InitOptions = {}): Client {
     addEvidence: guarded(onProblem, (kind: string, verdict: 'failed' | 'success', detail?: string) => {
       const scope = current();
       if (scope && typeof kind === 'string' && kind !== '')
-        scope.evidence.push({
+        (scope.evidence ??= []).push({
           kind,
           verdict: verdict === 'failed' ? 'failed' : 'success',
           ...(detail ? { detail: scrubString(detail) } : {}),
@@ -572,7 +602,7 @@ export function createClient(options: InitOptions = {}): Client {
           opts.source ?? 'job',
           String(name),
         );
-        if (opts.context) mergeContext(scope.context, opts.context);
+        if (opts.context) mergeContext((scope.context = newContext()), opts.context);
       } catch (err) {
         onProblem(`internal error: ${(err as Error).message}`);
       }

@@ -20,8 +20,12 @@ export type ItemKind = 'executions' | 'logs' | 'metrics';
 
 export interface QueuedItem {
   kind: ItemKind;
-  /** The item's JSON text: made once, when it is queued (its length bounds the batch's 5 MiB). */
-  json: string;
+  /**
+   * The item as built: serialized with its whole batch, in one JSON.stringify, when the batch goes (one call per
+   * item cost the application several times more). The SDK builds items of plain values only, and never changes
+   * one once it is queued.
+   */
+  item: Record<string, unknown>;
   /** An execution's inline logs: the service counts them with the batch's logs. */
   logs: number;
 }
@@ -51,6 +55,8 @@ export interface DeliveryStats {
 
 const LIMITS: Record<ItemKind, number> = { executions: 1000, logs: 5000, metrics: 5000 };
 const MAX_BODY = 5 * 2 ** 20;
+/** Items serialized in one go (about 0.1 ms), between which the event loop runs. */
+const SLICE = 100;
 const RETRIED = new Set([429, 502, 503, 504]);
 export const USER_AGENT = 'telemetry-service-node/0.1.0';
 
@@ -107,15 +113,8 @@ export class Delivery {
       this.stats.dropped++;
       return;
     }
-    let json: string;
-    try {
-      json = JSON.stringify(item);
-    } catch {
-      this.stats.dropped++;
-      return;
-    }
     const logs = kind === 'executions' && Array.isArray(item.logs) ? item.logs.length : 0;
-    this.#queue.push({ kind, json, logs });
+    this.#queue.push({ kind, item, logs });
     while (this.pending > this.#o.maxQueueSize) {
       this.#head++;
       this.stats.dropped++;
@@ -151,16 +150,13 @@ export class Delivery {
   #take(): QueuedItem[] {
     const counts: Record<ItemKind, number> = { executions: 0, logs: 0, metrics: 0 };
     const batch: QueuedItem[] = [];
-    let bytes = 0;
     while (this.#head < this.#queue.length) {
       const next = this.#queue[this.#head]!;
       if (counts[next.kind] >= LIMITS[next.kind]) break;
       if (batch.length > 0 && counts.logs + next.logs > LIMITS.logs) break;
-      if (batch.length > 0 && bytes + next.json.length > MAX_BODY) break;
       batch.push(next);
       counts[next.kind]++;
       counts.logs += next.logs;
-      bytes += next.json.length + 1;
       this.#head++;
     }
     this.#compact();
@@ -179,11 +175,22 @@ export class Delivery {
   /** One batch, until it is stored, split, or given up (closed and out of time, or refused). */
   async #deliver(batch: QueuedItem[]): Promise<void> {
     const key = randomUUID();
-    let body: Buffer;
+    const body = await this.#body(batch);
+    if (body === null) return;
+    const text = body.text;
+    if (text.length > MAX_BODY) {
+      // Over 5 MiB of JSON: halves, as a 413 would have it (an item that alone is over it cannot be sent).
+      if (batch.length === 1) return this.#drop(batch, 'an item is larger than the service takes; dropped');
+      const half = Math.ceil(batch.length / 2);
+      await this.#deliver(batch.slice(0, half));
+      await this.#deliver(batch.slice(half));
+      return;
+    }
+    let compressed: Buffer;
     try {
-      body = await gzip(this.#body(batch), { level: GZIP_LEVEL });
+      compressed = await gzip(text, { level: GZIP_LEVEL });
     } catch (err) {
-      this.#drop(batch, `a batch could not be encoded: ${(err as Error).message}`);
+      this.#drop(batch, `a batch could not be compressed: ${(err as Error).message}`);
       return;
     }
     for (let attempt = 0; ; attempt++) {
@@ -191,9 +198,9 @@ export class Delivery {
         this.#drop(batch, 'closed while the service was unavailable; a batch was dropped');
         return;
       }
-      const answer = await this.#post(body, key);
+      const answer = await this.#post(compressed, key);
       if (answer.status === 202 || answer.status === 200) {
-        this.stats.sent += batch.length;
+        this.stats.sent += batch.length - body.dropped;
         return;
       }
       if (answer.status === 413) {
@@ -222,15 +229,40 @@ export class Delivery {
     this.#o.onProblem(message);
   }
 
-  #body(batch: QueuedItem[]): string {
-    const parts: Record<ItemKind, string[]> = { executions: [], logs: [], metrics: [] };
-    for (const q of batch) parts[q.kind].push(q.json);
+  /**
+   * The batch's request body; null when nothing of it can be serialized. Serialized a slice of items at a time,
+   * yielding to the event loop between slices: a whole batch at once would stall the application's requests for a
+   * millisecond or more. An item that cannot be serialized (which the SDK's own builders never make) is dropped and
+   * counted, and the rest is sent.
+   */
+  async #body(batch: QueuedItem[]): Promise<{ text: string; dropped: number } | null> {
     let out = JSON.stringify(this.#o.envelope).slice(0, -1);
+    let sent = 0;
+    let dropped = 0;
     for (const kind of ['executions', 'logs', 'metrics'] as const) {
-      if (parts[kind].length > 0)
-        out += `${out.endsWith('{') ? '' : ','}"${kind}":[${parts[kind].join(',')}]`;
+      const items = batch.filter((q) => q.kind === kind);
+      const parts: string[] = [];
+      for (let i = 0; i < items.length; i += SLICE) {
+        if (i > 0) await new Promise<void>((r) => setImmediate(r));
+        const slice = items.slice(i, i + SLICE);
+        try {
+          parts.push(JSON.stringify(slice.map((q) => q.item)).slice(1, -1));
+        } catch {
+          for (const q of slice) {
+            try {
+              parts.push(JSON.stringify(q.item));
+            } catch {
+              this.#drop([q], 'an item could not be serialized; dropped');
+              dropped++;
+            }
+          }
+        }
+      }
+      if (parts.length === 0) continue;
+      out += `${out.endsWith('{') ? '' : ','}"${kind}":[${parts.join(',')}]`;
+      sent += parts.length;
     }
-    return `${out}}`;
+    return sent > 0 ? { text: `${out}}`, dropped } : null;
   }
 
   /** The request being sent, for close() to abort once its time is up. */

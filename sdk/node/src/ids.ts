@@ -28,6 +28,12 @@ function hex(bytes: number): string {
 export const newTraceId = () => hex(16);
 export const newSpanId = () => hex(8);
 
+/** A new trace id and span id, from one read of the pool. */
+export function newTraceAndSpan(): { traceId: string; spanId: string } {
+  const both = hex(24);
+  return { traceId: both.slice(0, 32), spanId: both.slice(32) };
+}
+
 /** A `traceparent` header's value, or null when it is absent or malformed (then a new trace starts). */
 export function parseTraceParent(header: string | string[] | undefined): TraceParent | null {
   const value = Array.isArray(header) ? header[0] : header;

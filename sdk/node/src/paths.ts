@@ -5,28 +5,43 @@
  */
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const DIGITS = /^[0-9]+$/;
-const HEX = /^[0-9a-f]{8,}$/i;
 
 export function pathOf(url: string): string {
   const end = url.search(/[?#]/);
   return end < 0 ? url : url.slice(0, end);
 }
 
-const isId = (s: string) => s !== '' && (DIGITS.test(s) || UUID.test(s) || HEX.test(s));
+const isHex = (c: number) => (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
 
-export function templatePath(path: string): string {
-  // Most paths have no segment to replace: an id holds a digit, or is 8 or more hex letters.
-  if (!/[0-9a-fA-F]/.test(path)) return path;
-  const segments = path.split('/');
-  let changed = false;
-  for (let i = 0; i < segments.length; i++) {
-    if (isId(segments[i]!)) {
-      segments[i] = ':id';
-      changed = true;
+/** Whether path[from, to) is an id segment: all digits, a UUID, or 8 or more hex characters. */
+function isIdSegment(path: string, from: number, to: number): boolean {
+  const n = to - from;
+  if (n === 0) return false;
+  if (n === 36 && UUID.test(path.slice(from, to))) return true;
+  let digitsOnly = true;
+  for (let i = from; i < to; i++) {
+    const c = path.charCodeAt(i);
+    if (c < 48 || c > 57) {
+      digitsOnly = false;
+      if (n < 8 || !isHex(c)) return false;
     }
   }
-  return changed ? segments.join('/') : path;
+  return digitsOnly || n >= 8;
+}
+
+/** The path with each id segment as `:id`; the same string (no copy) when there is none. */
+export function templatePath(path: string): string {
+  let out: string | null = null;
+  let start = 0;
+  for (let i = 0; i <= path.length; i++) {
+    if (i < path.length && path.charCodeAt(i) !== 47) continue;
+    if (isIdSegment(path, start, i)) {
+      out = `${out ?? path.slice(0, start)}:id`;
+    } else if (out !== null) out += path.slice(start, i);
+    if (i < path.length && out !== null) out += '/';
+    start = i + 1;
+  }
+  return out ?? path;
 }
 
 /** What `ignore` takes: exact paths, globs (`*` within a segment, `**` across), regular expressions, a function. */

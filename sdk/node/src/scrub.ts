@@ -53,22 +53,23 @@ function safeJson(value: unknown): string {
   }
 }
 
-/** The request headers asked for (`names`, lower-case; `*`: all), credentials' headers never. */
+/**
+ * The request headers asked for (`names`, lower-case; `*`: all), from `rawHeaders` (name, value, …); credentials'
+ * headers never. A repeated header keeps its values as a list.
+ */
 export function pickHeaders(
-  headers: Record<string, string | string[] | undefined>,
+  raw: readonly string[],
   names: readonly string[],
 ): Record<string, string | string[]> | null {
+  const all = names.includes('*');
   let out: Record<string, string | string[]> | null = null;
-  const keep = (name: string, value: string | string[] | undefined) => {
-    if (value === undefined || DROPPED_HEADERS.has(name)) return;
-    out ??= {};
-    out[name] = SENSITIVE_KEY.test(name)
-      ? REDACTED
-      : Array.isArray(value)
-        ? value.map(scrubString)
-        : scrubString(value);
-  };
-  if (names.includes('*')) for (const [name, value] of Object.entries(headers)) keep(name, value);
-  else for (const name of names) keep(name, headers[name]);
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if ((!all && !names.includes(name)) || DROPPED_HEADERS.has(name)) continue;
+    const value = SENSITIVE_KEY.test(name) ? REDACTED : scrubString(raw[i + 1]!);
+    out ??= Object.create(null) as Record<string, string | string[]>;
+    const seen = out[name];
+    out[name] = seen === undefined ? value : Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
   return out;
 }

@@ -219,6 +219,15 @@ function addToContext(
   }
 }
 
+/** An `exception` span event as an execution's exception. */
+function exceptionOf(e: { attributes: Attributes }): Record<string, unknown> {
+  return {
+    type: str(e.attributes['exception.type']) ?? 'Error',
+    message: str(e.attributes['exception.message']) ?? '',
+    stack: str(e.attributes['exception.stacktrace']),
+  };
+}
+
 /** The path of a URL or request target, without its query. */
 function pathOf(target: string): string {
   const noQuery = target.split('?')[0]!;
@@ -261,13 +270,7 @@ function toExecution(s: OtlpSpan): Record<string, unknown> {
     startedAt: msOf(s.startNs),
     durationMs: durationMs(s),
     statusCode: int(a['http.response.status_code']) ?? int(a['http.status_code']),
-    exception: exceptionEvent
-      ? {
-          type: str(exceptionEvent.attributes['exception.type']) ?? 'Error',
-          message: str(exceptionEvent.attributes['exception.message']) ?? '',
-          stack: str(exceptionEvent.attributes['exception.stacktrace']),
-        }
-      : null,
+    exception: exceptionEvent ? exceptionOf(exceptionEvent) : null,
     outcomeEvidence:
       s.statusCode === STATUS_ERROR
         ? [{ kind: 'otel_status', verdict: 'failed', detail: s.statusMessage || null }]
@@ -294,6 +297,30 @@ export function spanProblem(s: OtlpSpan): string | null {
 }
 
 /** Maps a body's spans: executions, child spans, and the spans that cannot be mapped. */
+/**
+ * An execution whose own span records no exception takes the first one recorded by a span below it in the same
+ * body (through spans that are not executions): instrumentations record a handler's error on the handler's span
+ * (Express's "request handler"), not on the SERVER span, and an execution's failure should carry its type.
+ */
+function inheritExceptions(spans: readonly OtlpSpan[], executions: Map<string, Record<string, unknown>>): void {
+  const byId = new Map<string, OtlpSpan>();
+  for (const s of spans) byId.set(s.spanId, s);
+  for (const s of spans) {
+    if (executions.has(s.spanId)) continue;
+    const event = s.events.find((e) => e.name === 'exception');
+    if (!event) continue;
+    let parent = s.parentSpanId;
+    for (let hops = 0; parent !== '' && hops < 64; hops++) {
+      const execution = executions.get(parent);
+      if (execution) {
+        execution.exception ??= exceptionOf(event);
+        break;
+      }
+      parent = byId.get(parent)?.parentSpanId ?? '';
+    }
+  }
+}
+
 export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
   const out: MappedTraces = { executions: [], spans: [], rejected: [] };
   spans.forEach((s, index) => {
@@ -317,5 +344,12 @@ export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
       });
     }
   });
+  if (out.executions.length > 0 && out.spans.length > 0) {
+    const executions = new Map(out.executions.map((e) => [String(e.item.spanId), e.item]));
+    inheritExceptions(
+      spans.filter((s) => spanProblem(s) === null),
+      executions,
+    );
+  }
   return out;
 }

@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { SeverityNumber } from '@opentelemetry/api-logs';
@@ -27,6 +31,8 @@ import {
  * and metrics with its protobuf and JSON exporters, and they come back as executions with their child spans and
  * logs, and as metric series; raw requests check the OTLP answers and errors.
  */
+
+const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
 let stack: TestStack;
 let tenant: TestTenant;
@@ -374,5 +380,82 @@ describe('OTLP answers and errors', () => {
       ),
     );
     expect(list.total).toBe(2);
+  });
+});
+
+describe('an app instrumented with the stock OpenTelemetry Node SDK, configured by OTEL_* variables only', () => {
+  it('shows its server spans as executions with route, status, trace and exception, its logs and its counters', async () => {
+    const service = unique('otel-shop');
+    const child = spawn(process.execPath, [path.join(fixtures, 'otel-express-app.cjs')], {
+      env: {
+        ...process.env,
+        OTEL_EXPORTER_OTLP_ENDPOINT: base,
+        OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer ${tenant.keys.test}`,
+        OTEL_SERVICE_NAME: service,
+        OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=staging',
+        OTEL_METRIC_EXPORT_INTERVAL: '500',
+        OTEL_BSP_SCHEDULE_DELAY: '200',
+        OTEL_BLRP_SCHEDULE_DELAY: '200',
+        OTEL_LOGS_EXPORTER: 'otlp',
+        OTEL_METRICS_EXPORTER: 'otlp',
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the app exited (${code})`)));
+      readline.createInterface({ input: child.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
+    });
+    const app = `http://127.0.0.1:${port}`;
+    await (await fetch(`${app}/users/42`)).text();
+    await (await fetch(`${app}/boom`)).text();
+    for (let i = 0; i < 3; i++) await (await fetch(`${app}/orders`, { method: 'POST' })).text();
+    // Two more metric exports, then a clean stop (sdk.shutdown() flushes what is left).
+    await new Promise((r) => setTimeout(r, 1200));
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+
+    const list = await eventually(
+      async () =>
+        json<{ data: Record<string, unknown>[] }>(
+          await get(
+            stack.service,
+            tenant.keys.test!,
+            `/api/executions?serviceName=${service}&from=${Date.now() - 3_600_000}`,
+          ),
+        ).data,
+      (d) => d.length >= 5,
+    );
+    expect(list.map((e) => `${e.method} ${e.endpoint} ${e.statusCode}`).sort()).toEqual([
+      'GET /boom 500',
+      'GET /users/:id 200',
+      'POST /orders 201',
+      'POST /orders 201',
+      'POST /orders 201',
+    ]);
+    for (const e of list)
+      expect(e).toMatchObject({ environment: 'staging', traceId: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    const boom = list.find((e) => e.endpoint === '/boom')!;
+    expect(boom).toMatchObject({ outcome: 'failed', exceptionType: 'TypeError' });
+    const user = list.find((e) => e.endpoint === '/users/:id')!;
+    const detail = await eventually(
+      async () =>
+        json<Detail>(
+          await get(stack.service, tenant.keys.test!, `/api/executions/${String(user.executionId)}`),
+        ),
+      (d) => d.logs.length > 0,
+    );
+    // The log was recorded under Express's handler span, a child of the SERVER span: it is the execution's.
+    expect(detail.logs).toMatchObject([{ message: 'user 42 loaded', level: 'info', traceId: user.traceId }]);
+    expect(detail.spans.map((s) => s.kind)).toContain('internal');
+    const series = json<{ type: string; series: { points: { value: number | null }[] }[] }>(
+      await get(
+        stack.service,
+        tenant.keys.test!,
+        `/api/metrics/series?name=orders.placed&serviceName=${service}&interval=1h&from=${Date.now() - 3_600_000}`,
+      ),
+    );
+    expect(series.type).toBe('counter');
+    expect(series.series.flatMap((s) => s.points).reduce((a, p) => a + (p.value ?? 0), 0)).toBe(3);
   });
 });

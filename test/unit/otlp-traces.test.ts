@@ -189,6 +189,50 @@ describe('OTLP traces', () => {
     for (const e of fromProtobuf.executions) expect(executionItemSchema.safeParse(e.item).success).toBe(true);
   });
 
+  it('gives an execution the exception a span below it recorded (Express records it on its handler span)', () => {
+    const span = (spanId: string, kind: number, parentSpanId: string, events: unknown[] = []) => ({
+      traceId: TRACE,
+      spanId,
+      parentSpanId,
+      name: 'x',
+      kind,
+      startTimeUnixNano: ns(T0),
+      endTimeUnixNano: ns(T0 + 1),
+      events,
+    });
+    const error = {
+      name: 'exception',
+      attributes: [
+        kv('exception.type', { stringValue: 'TypeError' }),
+        kv('exception.message', { stringValue: 'boom' }),
+      ],
+    };
+    const mapped = mapSpans(
+      readTracesJson({
+        resourceSpans: [
+          {
+            resource: { attributes: [] },
+            scopeSpans: [
+              {
+                spans: [
+                  span('aaaaaaaaaaaaaaaa', 2, ''),
+                  span('bbbbbbbbbbbbbbbb', 1, 'aaaaaaaaaaaaaaaa'),
+                  span('cccccccccccccccc', 1, 'bbbbbbbbbbbbbbbb', [error]),
+                  // Another execution below the first keeps its own (none), and its children's are its own.
+                  span('dddddddddddddddd', 2, 'bbbbbbbbbbbbbbbb'),
+                ],
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    expect(mapped.executions.map((e) => [e.item.spanId, e.item.exception])).toEqual([
+      ['aaaaaaaaaaaaaaaa', { type: 'TypeError', message: 'boom', stack: null }],
+      ['dddddddddddddddd', null],
+    ]);
+  });
+
   it('refuses a body that is not a request', () => {
     expect(() => readTracesProtobuf(new Uint8Array([0xff, 0xff, 0xff, 0xff]))).toThrow();
     expect(() => readTracesJson([1, 2])).toThrow();

@@ -58,8 +58,10 @@ let key: string;
 const run = `${process.pid}-${Date.now().toString(36)}`;
 const A = `shop-${run}`;
 const B = `orders-${run}`;
+const C = `carts-${run}`;
 let express: Record<string, unknown>;
 let fastify: Record<string, unknown>;
+let koa: Record<string, unknown>;
 
 interface Execution {
   executionId: string;
@@ -107,6 +109,9 @@ beforeAll(async () => {
     await (await fetch(`${a.url}${p}`)).text();
   }
   for (const p of ['/fail', '/readyz']) await (await fetch(`${b.url}${p}`)).text();
+  const c = await startApp('koa-app.mjs', { ...env, SVC_SERVICE: C });
+  for (const p of ['/carts/c-77', '/explode', '/livez']) await (await fetch(`${c.url}${p}`)).text();
+  koa = await stopApp(c);
   // Both close on SIGTERM (svc.close() flushes); B after A, so A's calls to it are done.
   express = await stopApp(a);
   fastify = await stopApp(b);
@@ -212,5 +217,25 @@ describe('the SDK in a Fastify app (ES modules)', () => {
     }
     const d = await detail(b[0]!.executionId);
     expect(d.logs).toMatchObject([{ message: 'order looked up', level: 'warn' }]);
+  });
+});
+
+describe('the SDK in a Koa app (ES modules)', () => {
+  it('captures the router’s template and an error that reaches Koa’s error event, with its type', async () => {
+    expect(koa).toMatchObject({ closed: true, stats: { queued: 0, dropped: 0 } });
+    const { data } = await eventually(
+      () => list(C),
+      (l) => l.total >= 2,
+    );
+    expect(data.map((e) => `${e.endpoint} ${e.statusCode}`).sort()).toEqual([
+      '/carts/:cartId 200',
+      '/explode 500',
+    ]);
+    expect(data.find((e) => e.endpoint === '/explode')).toMatchObject({
+      outcome: 'failed',
+      exceptionType: 'SyntaxError',
+    });
+    const cart = data.find((e) => e.endpoint === '/carts/:cartId')!;
+    expect((await detail(cart.executionId)).logs).toMatchObject([{ message: 'cart read' }]);
   });
 });

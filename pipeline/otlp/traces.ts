@@ -302,7 +302,10 @@ export function spanProblem(s: OtlpSpan): string | null {
  * body (through spans that are not executions): instrumentations record a handler's error on the handler's span
  * (Express's "request handler"), not on the SERVER span, and an execution's failure should carry its type.
  */
-function inheritExceptions(spans: readonly OtlpSpan[], executions: Map<string, Record<string, unknown>>): void {
+function inheritExceptions(
+  spans: readonly OtlpSpan[],
+  executions: Map<string, Record<string, unknown>>,
+): void {
   const byId = new Map<string, OtlpSpan>();
   for (const s of spans) byId.set(s.spanId, s);
   for (const s of spans) {

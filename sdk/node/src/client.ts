@@ -265,7 +265,8 @@ export function createClient(options: InitOptions = {}): Client {
     if (scope.finished) return;
     scope.finished = true;
     if (aborted) {
-      (scope.evidence ??= []).push({
+      scope.evidence ??= [];
+      scope.evidence.push({
         kind: 'aborted',
         verdict: null,
         detail: 'the connection closed before the response ended',
@@ -525,7 +526,8 @@ export function createClient(options: InitOptions = {}): Client {
       if (clean && typeof clean === 'object' && Object.keys(clean).length > 0) entry.attributes = clean;
     }
     if (scope && (scope.logs?.length ?? 0) < MAX_INLINE_LOGS) {
-      (scope.logs ??= []).push(entry);
+      scope.logs ??= [];
+      scope.logs.push(entry);
       return;
     }
     const store = storage.getStore();
@@ -576,12 +578,13 @@ export function createClient(options: InitOptions = {}): Client {
     }),
     addEvidence: guarded(onProblem, (kind: string, verdict: 'failed' | 'success', detail?: string) => {
       const scope = current();
-      if (scope && typeof kind === 'string' && kind !== '')
-        (scope.evidence ??= []).push({
-          kind,
-          verdict: verdict === 'failed' ? 'failed' : 'success',
-          ...(detail ? { detail: scrubString(detail) } : {}),
-        });
+      if (!scope || typeof kind !== 'string' || kind === '') return;
+      scope.evidence ??= [];
+      scope.evidence.push({
+        kind,
+        verdict: verdict === 'failed' ? 'failed' : 'success',
+        ...(detail ? { detail: scrubString(detail) } : {}),
+      });
     }),
     log: {
       debug: guarded(onProblem, (m: string, a?: Record<string, unknown>) => log('debug', m, a)),
@@ -602,7 +605,10 @@ export function createClient(options: InitOptions = {}): Client {
           opts.source ?? 'job',
           String(name),
         );
-        if (opts.context) mergeContext((scope.context = newContext()), opts.context);
+        if (opts.context) {
+          scope.context = newContext();
+          mergeContext(scope.context, opts.context);
+        }
       } catch (err) {
         onProblem(`internal error: ${(err as Error).message}`);
       }

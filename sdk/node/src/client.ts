@@ -363,29 +363,74 @@ export function createClient(options: InitOptions = {}): Client {
     });
   }
 
+  /** Replaces `layer.prototype[method]` with `wrap(original)`, once, undone by close(). */
+  function patchLayer(
+    layer: unknown,
+    method: string,
+    wrap: (original: (...a: unknown[]) => unknown) => (...a: never[]) => unknown,
+  ) {
+    const proto = (layer as { prototype?: Record<string, unknown> } | null)?.prototype;
+    const original = proto?.[method] as ((...a: unknown[]) => unknown) & { __svc?: boolean };
+    if (!proto || typeof original !== 'function' || original.__svc) return;
+    proto[method] = Object.assign(wrap(original), { __svc: true });
+    unpatch.push(() => {
+      proto[method] = original;
+    });
+  }
+
   function patchFrameworks() {
     const requires = resolvers();
-    // Express 5 (its router package) and 4: errors that reach error-handling middleware.
+    // Express 5 (its router package) and 4: the route of the handler that runs (its router's baseUrl is right only
+    // then: a mounted error middleware changes it), and an error a handler throws, rejects or passes to next(),
+    // whether error middleware or Express's final handler answers it (the first error of a request is kept).
+    const express5 = load(requires, 'router/lib/layer.js', 'express');
+    const express4 = load(requires, 'express/lib/router/layer.js');
     for (const [layer, method] of [
-      [load(requires, 'router/lib/layer.js', 'express'), 'handleError'],
-      [load(requires, 'express/lib/router/layer.js'), 'handle_error'],
+      [express5, 'handleRequest'],
+      [express4, 'handle_request'],
     ] as const) {
-      const proto = (layer as { prototype?: Record<string, unknown> } | null)?.prototype;
-      const original = proto?.[method];
-      if (!proto || typeof original !== 'function' || (original as { __svc?: boolean }).__svc) continue;
-      const wrapped = function (this: unknown, error: unknown, req: IncomingMessage, ...rest: unknown[]) {
-        try {
-          noteError(req, error);
-        } catch {
-          // Never into the application.
-        }
-        return original.call(this, error, req, ...rest);
-      };
-      (wrapped as { __svc?: boolean }).__svc = true;
-      proto[method] = wrapped;
-      unpatch.push(() => {
-        proto[method] = original;
-      });
+      patchLayer(
+        layer,
+        method,
+        (original) =>
+          function (this: unknown, req: IncomingMessage, res: unknown, next: (...a: unknown[]) => unknown) {
+            const scope = byRequest.get(req);
+            if (typeof next !== 'function' || scope === undefined) return original.call(this, req, res, next);
+            const r = req as IncomingMessage & { route?: { path?: unknown }; baseUrl?: unknown };
+            if (r.route && typeof r.route.path === 'string' && !scope.finished) {
+              scope.route = `${typeof r.baseUrl === 'string' ? r.baseUrl : ''}${r.route.path}` || '/';
+            }
+            return original.call(this, req, res, function (this: unknown, ...args: unknown[]) {
+              const err = args[0];
+              if (err != null && err !== 'route' && err !== 'router') {
+                try {
+                  noteError(req, err);
+                } catch {
+                  // Never into the application.
+                }
+              }
+              return next.apply(this, args);
+            });
+          },
+      );
+    }
+    for (const [layer, method] of [
+      [express5, 'handleError'],
+      [express4, 'handle_error'],
+    ] as const) {
+      patchLayer(
+        layer,
+        method,
+        (original) =>
+          function (this: unknown, error: unknown, req: IncomingMessage, ...rest: unknown[]) {
+            try {
+              noteError(req, error);
+            } catch {
+              // Never into the application.
+            }
+            return original.call(this, error, req, ...rest);
+          },
+      );
     }
     // Koa: the error event's errors (ctx.onerror), and the router's matched route.
     const koa = load(requires, 'koa') as { prototype?: Record<string, unknown> } | null;

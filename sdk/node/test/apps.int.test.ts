@@ -100,6 +100,7 @@ beforeAll(async () => {
     '/users/7?token=abc&page=2',
     '/shop/items/sku-9',
     '/boom',
+    '/crash',
     '/not-found',
     '/healthz',
     '/healthz',
@@ -126,11 +127,12 @@ describe('the SDK in an Express app (CommonJS)', () => {
     expect(express).toMatchObject({ closed: true, stats: { queued: 0, dropped: 0 } });
     const { data } = await eventually(
       () => list(A),
-      (l) => l.total >= 7,
+      (l) => l.total >= 9,
     );
     expect(data.map((e) => `${e.method} ${e.endpoint} ${e.statusCode}`).sort()).toEqual(
       [
         'GET /boom 500',
+        'GET /crash 500',
         'GET /downstream 200',
         'GET /http-downstream 200',
         'GET /not-found 404',
@@ -150,6 +152,11 @@ describe('the SDK in an Express app (CommonJS)', () => {
     expect(d.exception).toMatchObject({ type: 'TypeError', message: 'no such user', handled: true });
     expect(d.issue).not.toBeNull();
     expect(data.find((e) => e.endpoint === '/not-found')).toMatchObject({ outcome: 'success' });
+    // An error only Express's final handler answers (no error middleware) is captured too.
+    expect(data.find((e) => e.endpoint === '/crash')).toMatchObject({
+      outcome: 'failed',
+      exceptionType: 'RangeError',
+    });
   });
 
   it('attaches context and logs to the request, scrubbed', async () => {

@@ -1,3 +1,4 @@
+import type { SpanRecord } from '../../schemas/records.js';
 import { endpointTemplate } from '../fingerprint.js';
 import { hexId, requestType, toBigInt } from './proto.js';
 import {
@@ -135,22 +136,14 @@ export function readTracesJson(body: unknown): OtlpSpan[] {
 
 // ---- mapping ----
 
-/** A span kept under its execution (GET /api/executions/{id} `spans`). */
-export interface ChildSpan {
-  /** Its place among the body's spans. */
+/**
+ * A span kept under its execution (GET /api/executions/{id} `spans`): the stored record's fields, its attributes
+ * still a value (scrubbed and serialized with the record), and its place among the body's spans.
+ */
+export type ChildSpan = Omit<SpanRecord, 'attributes' | 'truncated'> & {
   index: number;
-  traceId: string;
-  spanId: string;
-  parentSpanId: string | null;
-  name: string;
-  kind: string;
-  startedAt: number;
-  durationMs: number;
-  status: string;
   attributes: Attributes;
-  service: string;
-  environment: string;
-}
+};
 
 export interface MappedTraces {
   /** Execution items as /api/ingest takes them (service and environment on each); `index`: the span's. */

@@ -9,6 +9,7 @@ import type { AppDeps } from './deps.js';
 import { installErrorHandler } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
 import { authRoutes } from './routes/auth.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { executionRoutes } from './routes/executions.js';
 import { healthRoutes } from './routes/health.js';
 import { ingestRoutes } from './routes/ingest.js';
@@ -30,6 +31,8 @@ export interface RegisteredRoute {
   url: string;
   need: Need | null;
   schema: FastifySchema | null;
+  /** The dashboard's page and assets: not part of the API (left out of its document). */
+  page: boolean;
 }
 
 declare module 'fastify' {
@@ -94,11 +97,13 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
         url: r.url,
         need: (r.config as { need?: Need } | undefined)?.need ?? null,
         schema: r.schema ?? null,
+        page: (r.schema as { hide?: boolean } | undefined)?.hide === true,
       });
     }
   });
   for (const routes of [
     healthRoutes,
+    dashboardRoutes,
     operationsRoutes,
     authRoutes,
     workspaceRoutes,

@@ -60,9 +60,35 @@ export function ensureNatsServer() {
   process.exit(1);
 }
 
+/** Where the browser tests find Chromium: CHROMIUM_BIN, or Debian's package. */
+export const chromiumPath = () =>
+  process.env.CHROMIUM_BIN ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+/**
+ * The dashboard's browser tests need Chromium (Debian's `chromium`, driven by playwright-core): installed with apt
+ * when missing and we are root on Debian, as nats-server is. Otherwise the tests fail and say why.
+ */
+export function ensureChromium() {
+  if (chromiumPath()) return;
+  const debian = existsSync('/etc/debian_version');
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (debian && isRoot) {
+    process.stderr.write('chromium is missing: installing it with apt-get…\n');
+    run('apt-get', ['update', '-qq']);
+    run('apt-get', ['install', '-y', '-qq', 'chromium'], {
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+    return;
+  }
+  process.stderr.write(
+    'chromium was not found and cannot be installed here: the dashboard tests will fail (set CHROMIUM_BIN).\n',
+  );
+}
+
 /**
  * Compiles TypeScript to dist/: the service and its worker threads run compiled JavaScript; and the Node SDK
- * (sdk/node, a workspace package) to its dist/, which its tests load as an application would.
+ * (sdk/node, a workspace package) to its dist/, which its tests load as an application would; and the dashboard's
+ * bundle into dist/dashboard (esbuild), which the service serves.
  */
 export function build() {
   run(process.execPath, [
@@ -71,4 +97,5 @@ export function build() {
     'tsconfig.build.json',
   ]);
   run(process.execPath, [path.join(root, 'sdk', 'node', 'build.mjs')]);
+  run(process.execPath, [path.join(root, 'dashboard', 'build.mjs')]);
 }

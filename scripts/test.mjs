@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, ensureDependencies, ensureNatsServer, root } from './setup.mjs';
+import { build, ensureChromium, ensureDependencies, ensureNatsServer, root } from './setup.mjs';
 
 /** A key or session token as the service makes them (control/secrets.ts). */
 const SECRET = /svc_(test|live|sess)_[A-Za-z0-9]{32}/;
@@ -22,6 +22,7 @@ const TEST_PASSWORDS = [
 
 ensureDependencies();
 ensureNatsServer();
+ensureChromium();
 build();
 const logDir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-logs-'));
 const vitest = path.join(root, 'node_modules', 'vitest', 'vitest.mjs');

@@ -1,0 +1,16 @@
+import htm from 'htm';
+import { h } from 'preact';
+
+/** Tagged templates for preact elements: no JSX step, one small parser (htm). */
+export const html = htm.bind(h);
+
+/** A time as the page shows it: the viewer's local date and time. */
+export const when = (iso: string) => new Date(iso).toLocaleString();
+
+/** A duration in milliseconds, short. */
+export const ms = (n: number | null | undefined) =>
+  n === null || n === undefined
+    ? '–'
+    : n >= 1000
+      ? `${(n / 1000).toFixed(2)} s`
+      : `${n.toFixed(n < 10 ? 2 : 0)} ms`;

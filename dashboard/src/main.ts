@@ -1,0 +1,95 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { get, onNotice, post, setUnauthorizedHandler } from './api.js';
+import { AuthPage } from './auth.js';
+import { ExecutionPage, ExecutionsPage } from './executions.js';
+import { html } from './html.js';
+import { navigate, onLinkClick, useLocation } from './router.js';
+import './app.css';
+
+interface Me {
+  user: { id: string; email: string; name: string | null };
+  workspace: { id: string; name: string };
+  role: string;
+}
+
+const PAGES: [string, string][] = [
+  ['/executions', 'Executions'],
+  ['/issues', 'Issues'],
+  ['/services', 'Services'],
+  ['/settings', 'Settings'],
+];
+
+function Nav(props: { path: string; me: Me; onSignOut: () => void }) {
+  return html`<header>
+    <nav aria-label="Main">
+      ${PAGES.map(
+        ([href, label]) =>
+          html`<a href=${href} aria-current=${props.path.startsWith(href) ? 'page' : undefined}>${label}</a>`,
+      )}
+    </nav>
+    <span class="who">${props.me.workspace.name} · ${props.me.user.email}</span>
+    <button type="button" class="link" onClick=${props.onSignOut}>Log out</button>
+  </header>`;
+}
+
+function Banner() {
+  const [message, setMessage] = useState<string | null>(null);
+  useEffect(() => onNotice(setMessage), []);
+  return message ? html`<div class="banner" role="status">${message}</div>` : null;
+}
+
+function NotBuilt(props: { title: string }) {
+  return html`<main><h1>${props.title}</h1><p>This page is not built yet.</p></main>`;
+}
+
+function App() {
+  const loc = useLocation();
+  const [me, setMe] = useState<Me | null | undefined>(undefined);
+  const load = (): Promise<void> =>
+    get<Me>('/api/auth/me')
+      .then(setMe)
+      .catch(() => setMe(null));
+  useEffect(() => {
+    load();
+  }, []);
+  // An expired session mid-use: to sign-in, and back here after.
+  useEffect(() =>
+    setUnauthorizedHandler(() => {
+      setMe(null);
+      const here = location.pathname + location.search;
+      if (!here.startsWith('/login')) navigate(`/login?next=${encodeURIComponent(here)}`, true);
+    }),
+  );
+  const path = loc.path;
+  // Signed out on a view: to sign-in, which comes back to the view after.
+  useEffect(() => {
+    if (me !== null || path === '/login' || path === '/signup') return;
+    const here = path === '/' ? '' : path + location.search;
+    navigate(`/login${here ? `?next=${encodeURIComponent(here)}` : ''}`, true);
+  }, [me, path]);
+  if (me === undefined) return html`<p class="loading">Loading…</p>`;
+  if (me === null || path === '/login' || path === '/signup') {
+    const mode = path === '/signup' ? 'signup' : 'login';
+    const next =
+      loc.params.get('next') ?? (path === '/login' || path === '/signup' || path === '/' ? '' : path);
+    return html`<${AuthPage} mode=${mode} next=${next} onSignedIn=${load} />`;
+  }
+  const signOut = async () => {
+    await post('/api/auth/logout', {}).catch(() => {});
+    setMe(null);
+    navigate('/login', true);
+  };
+  let page;
+  const detail = /^\/executions\/(.+)$/.exec(path);
+  if (detail) page = html`<${ExecutionPage} id=${decodeURIComponent(detail[1]!)} />`;
+  else if (path === '/issues' || path.startsWith('/issues/')) page = html`<${NotBuilt} title="Issues" />`;
+  else if (path === '/services') page = html`<${NotBuilt} title="Services" />`;
+  else if (path === '/settings') page = html`<${NotBuilt} title="Settings" />`;
+  else page = html`<${ExecutionsPage} loc=${loc} />`;
+  if (path === '/') navigate('/executions', true);
+  return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
+}
+
+document.addEventListener('click', onLinkClick);
+render(html`<${App} />`, document.getElementById('app')!);

@@ -1,0 +1,57 @@
+import { useEffect, useState } from 'preact/hooks';
+
+/**
+ * The URL is the page's state (CONTRACT §14): the path names the page, the query string its search, filters, range
+ * and page. Navigation pushes a history entry, so the back button and a reload show the same view.
+ */
+
+export interface Location {
+  path: string;
+  params: URLSearchParams;
+}
+
+const current = (): Location => ({ path: location.pathname, params: new URLSearchParams(location.search) });
+
+const EVENT = 'svc:navigate';
+
+export function navigate(url: string, replace = false): void {
+  if (url === location.pathname + location.search) return;
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  window.dispatchEvent(new Event(EVENT));
+  if (!replace) window.scrollTo(0, 0);
+}
+
+export function useLocation(): Location {
+  const [loc, setLoc] = useState(current);
+  useEffect(() => {
+    const update = () => setLoc(current());
+    window.addEventListener('popstate', update);
+    window.addEventListener(EVENT, update);
+    return () => {
+      window.removeEventListener('popstate', update);
+      window.removeEventListener(EVENT, update);
+    };
+  }, []);
+  return loc;
+}
+
+/** A click on an in-app link navigates without reloading (a modified click opens a tab as usual). */
+export function onLinkClick(e: MouseEvent): void {
+  if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const a = (e.target as Element | null)?.closest('a');
+  if (!a || a.target || a.origin !== location.origin || a.hasAttribute('download')) return;
+  e.preventDefault();
+  navigate(a.pathname + a.search);
+}
+
+/** The query string with `changes` applied (null or '' removes a parameter). */
+export function withParams(params: URLSearchParams, changes: Record<string, string | number | null>): string {
+  const next = new URLSearchParams(params);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === '') next.delete(k);
+    else next.set(k, String(v));
+  }
+  const s = next.toString();
+  return s ? `?${s}` : '';
+}

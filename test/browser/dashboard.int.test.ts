@@ -1,0 +1,162 @@
+import { existsSync } from 'node:fs';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStack, type TestStack } from '../support/env.js';
+
+/**
+ * The dashboard (CONTRACT §14) in a real browser (Debian's Chromium driven by playwright-core) against a running
+ * service, as a new user meets it: sign up, the empty state's curl with the test key, the executions table and
+ * its search bar (the query language, an error marked at its offset), an execution's page. No browser is not a
+ * skip: the test fails and says why.
+ */
+
+const CHROMIUM =
+  process.env.CHROMIUM_BIN ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+let stack: TestStack;
+let browser: Browser;
+let base: string;
+
+beforeAll(async () => {
+  if (!CHROMIUM)
+    throw new Error(
+      "no Chromium: install Debian's chromium (npm test does it with apt as root) or set CHROMIUM_BIN",
+    );
+  stack = await startStack('dashboard', { PORT: '0', HOST: '127.0.0.1' }, { listen: true });
+  base = stack.service.url!;
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+/**
+ * Console errors, less the browser's own line for an API answer the page handles (CONTRACT §14): a 400 for a bad
+ * query, the 401 of the session check before sign-in.
+ */
+function consoleErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/the server responded with a status of 40[01]/.test(m.text()))
+      errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  return errors;
+}
+
+describe('the dashboard', () => {
+  it('takes a new user from sign-up through the empty state to a search and an execution', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const errors = consoleErrors(page);
+    await page.goto(`${base}/`);
+    // Not signed in: the sign-in form, and a way to sign up.
+    await page.getByRole('link', { name: 'Sign up' }).click();
+    await page.getByLabel('Email').fill(`new-${Date.now()}@example.com`);
+    await page.getByLabel('Password').fill('long enough password');
+    await page.getByRole('button', { name: 'Sign up' }).click();
+    await page.waitForURL(/\/executions$/);
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    await nav.waitFor();
+    for (const name of ['Executions', 'Issues', 'Services', 'Settings'])
+      await expect(nav.getByRole('link', { name }).count()).resolves.toBe(1);
+
+    // The empty state says what to send, with the full test key (only right after sign-up).
+    const curl = (await page.locator('pre').textContent()) ?? '';
+    const key = /svc_test_[A-Za-z0-9]{32}/.exec(curl)?.[0];
+    expect(key, curl).toBeDefined();
+
+    const now = Date.now();
+    const res = await fetch(`${base}/api/ingest`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        resource: { service: 'checkout', environment: 'production' },
+        executions: [
+          {
+            executionId: 'dash-ok-1',
+            endpoint: '/orders/1',
+            method: 'GET',
+            startedAt: now - 5000,
+            durationMs: 12,
+            statusCode: 200,
+          },
+          {
+            executionId: 'dash-fail-1',
+            endpoint: '/orders/2',
+            method: 'POST',
+            startedAt: now - 4000,
+            durationMs: 180,
+            statusCode: 500,
+            exception: { type: 'TypeError', message: 'cart is undefined' },
+            logs: [{ timestamp: now - 3990, level: 'error', message: 'payment failed' }],
+          },
+        ],
+      }),
+    });
+    expect(res.status).toBe(202);
+    await stack.service.pipeline!.drained();
+
+    await page.reload();
+    const rows = page.locator('table tbody tr');
+    await expect.poll(() => rows.count()).toBe(2);
+
+    // The query language, as the user types: the URL follows (a link shows the same view).
+    const search = page.getByRole('searchbox', { name: 'Search' });
+    await search.fill('status:failed service:checkout');
+    await page.waitForURL(/q=status%3Afailed/);
+    await expect.poll(() => rows.count()).toBe(1);
+    await expect(rows.first().textContent()).resolves.toContain('/orders/2');
+
+    // An invalid query: an alert with the message, the offending term marked.
+    await search.fill('status:failed duration:>>5');
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    await expect(alert.locator('mark').textContent()).resolves.toBe('duration:>>5');
+
+    // A valid query again, then the execution's page by its link, then back to the same search.
+    await search.fill('status:failed service:checkout');
+    await expect.poll(() => rows.count()).toBe(1);
+    await rows.first().getByRole('link').click();
+    await page.waitForURL(/\/executions\/dash-fail-1$/);
+    await expect(page.getByRole('heading', { level: 1 }).textContent()).resolves.toBe('dash-fail-1');
+    await page.getByText('payment failed').waitFor();
+    await expect(page.locator('main').textContent()).resolves.toContain('cart is undefined');
+    await page.goBack();
+    await page.waitForURL(/q=status%3Afailed/);
+    await expect.poll(() => rows.count()).toBe(1);
+    await expect(search.inputValue()).resolves.toBe('status:failed service:checkout');
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('fits a 360 px wide screen; signed out, a view goes to sign-in and comes back; a reload shows the same view', async () => {
+    const page = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    const errors = consoleErrors(page);
+    await page.goto(`${base}/executions?q=${encodeURIComponent('status:failed')}`);
+    // Signed out: sign-in, and back to the view after.
+    await page.getByLabel('Email').waitFor();
+    expect(page.url()).toContain('/login');
+    const width = await page.evaluate('document.documentElement.scrollWidth');
+    expect(width).toBeLessThanOrEqual(360);
+    const email = `narrow-${Date.now()}@example.com`;
+    const signup = await fetch(`${base}/api/auth/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password: 'long enough password' }),
+    });
+    expect(signup.status).toBe(201);
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill('long enough password');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    // Back to the view asked for, its query in the search bar; a reload shows it again.
+    await page.waitForURL(/\/executions\?q=status%3Afailed$/);
+    const search = page.getByRole('searchbox', { name: 'Search' });
+    await expect(search.inputValue()).resolves.toBe('status:failed');
+    await page.reload();
+    await expect.poll(() => search.inputValue()).toBe('status:failed');
+    await expect(page.evaluate('document.documentElement.scrollWidth')).resolves.toBeLessThanOrEqual(360);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});

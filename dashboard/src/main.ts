@@ -80,13 +80,16 @@ function App() {
     setMe(null);
     navigate('/login', true);
   };
-  let page;
   const detail = /^\/executions\/(.+)$/.exec(path);
-  if (detail) page = html`<${ExecutionPage} id=${decodeURIComponent(detail[1]!)} />`;
-  else if (path === '/issues' || path.startsWith('/issues/')) page = html`<${NotBuilt} title="Issues" />`;
-  else if (path === '/services') page = html`<${NotBuilt} title="Services" />`;
-  else if (path === '/settings') page = html`<${NotBuilt} title="Settings" />`;
-  else page = html`<${ExecutionsPage} loc=${loc} />`;
+  const page = detail
+    ? html`<${ExecutionPage} id=${decodeURIComponent(detail[1]!)} />`
+    : path === '/issues' || path.startsWith('/issues/')
+      ? html`<${NotBuilt} title="Issues" />`
+      : path === '/services'
+        ? html`<${NotBuilt} title="Services" />`
+        : path === '/settings'
+          ? html`<${NotBuilt} title="Settings" />`
+          : html`<${ExecutionsPage} loc=${loc} />`;
   if (path === '/') navigate('/executions', true);
   return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }

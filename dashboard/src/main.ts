@@ -4,6 +4,7 @@ import { get, onNotice, post, setUnauthorizedHandler } from './api.js';
 import { AuthPage } from './auth.js';
 import { ExecutionPage, ExecutionsPage } from './executions.js';
 import { html } from './html.js';
+import { IssuePage, IssuesPage } from './issues.js';
 import { navigate, onLinkClick, useLocation } from './router.js';
 import './app.css';
 
@@ -83,13 +84,15 @@ function App() {
   const detail = /^\/executions\/(.+)$/.exec(path);
   const page = detail
     ? html`<${ExecutionPage} id=${decodeURIComponent(detail[1]!)} />`
-    : path === '/issues' || path.startsWith('/issues/')
-      ? html`<${NotBuilt} title="Issues" />`
-      : path === '/services'
-        ? html`<${NotBuilt} title="Services" />`
-        : path === '/settings'
-          ? html`<${NotBuilt} title="Settings" />`
-          : html`<${ExecutionsPage} loc=${loc} />`;
+    : path.startsWith('/issues/')
+      ? html`<${IssuePage} id=${decodeURIComponent(path.slice('/issues/'.length))} />`
+      : path === '/issues'
+        ? html`<${IssuesPage} loc=${loc} />`
+        : path === '/services'
+          ? html`<${NotBuilt} title="Services" />`
+          : path === '/settings'
+            ? html`<${NotBuilt} title="Settings" />`
+            : html`<${ExecutionsPage} loc=${loc} />`;
   if (path === '/') navigate('/executions', true);
   return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }

@@ -46,7 +46,7 @@ function consoleErrors(page: Page): string[] {
 }
 
 describe('the dashboard', () => {
-  it('takes a new user from sign-up through the empty state to a search and an execution', async () => {
+  it('takes a new user from sign-up through the empty state to a search, an execution and its issue', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const errors = consoleErrors(page);
     await page.goto(`${base}/`);
@@ -126,6 +126,30 @@ describe('the dashboard', () => {
     await page.waitForURL(/q=status%3Afailed/);
     await expect.poll(() => rows.count()).toBe(1);
     await expect(search.inputValue()).resolves.toBe('status:failed service:checkout');
+
+    // The failure's issue: from the execution's page, resolved, assigned and commented on.
+    await page.goForward();
+    await page.getByRole('link', { name: /TypeError in POST \/orders\/:id/ }).click();
+    await page.waitForURL(/\/issues\/iss_/);
+    await page.getByRole('heading', { level: 1, name: /TypeError/ }).waitFor();
+    await page.getByRole('region', { name: 'Occurrences over time' }).locator('canvas').first().waitFor();
+    await page.getByRole('button', { name: 'Resolve' }).click();
+    await page.getByRole('button', { name: 'Reopen' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Resolve' }).count()).toBe(0);
+    const assignee = page.getByRole('combobox', { name: 'Assignee' });
+    await expect.poll(() => assignee.locator('option').count()).toBe(2);
+    await assignee.selectOption({ index: 1 });
+    await page.getByRole('textbox', { name: 'Comment' }).fill('Fixed by the cart null check.');
+    await page.getByRole('button', { name: 'Add comment' }).click();
+    await page.getByText('Fixed by the cart null check.').waitFor();
+    await page
+      .getByText(/assigned/)
+      .first()
+      .waitFor();
+    // The list: the issue under Resolved, with the tab's count.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Issues' }).click();
+    await page.getByRole('link', { name: /Resolved 1/ }).click();
+    await expect.poll(() => page.locator('table tbody tr').count()).toBe(1);
     expect(errors).toEqual([]);
     await page.close();
   });

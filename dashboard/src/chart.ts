@@ -1,0 +1,48 @@
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import 'uplot/dist/uPlot.min.css';
+import { html } from './html.js';
+
+/** A series of a chart: its name and values (null: no data at that time). */
+export interface ChartSeries {
+  label: string;
+  values: (number | null)[];
+  color: string;
+}
+
+/**
+ * A time-series chart (uPlot, canvas) in a region named by `label` (CONTRACT §14: `Requests`, `Failure rate`,
+ * `Latency`…). Times in epoch seconds; it follows its container's width.
+ */
+export function Chart(props: { label: string; times: number[]; series: ChartSeries[]; unit?: string }) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const el = box.current;
+    if (!el) return;
+    const width = () => Math.max(280, el.clientWidth);
+    const plot = new uPlot(
+      {
+        width: width(),
+        height: 200,
+        legend: { show: true },
+        axes: [{}, { values: (_u, ticks) => ticks.map((t) => `${t}${props.unit ?? ''}`), size: 60 }],
+        series: [
+          {},
+          ...props.series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false })),
+        ],
+      },
+      [props.times, ...props.series.map((s) => s.values)] as uPlot.AlignedData,
+      el,
+    );
+    const resize = new ResizeObserver(() => plot.setSize({ width: width(), height: 200 }));
+    resize.observe(el);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+  }, [props.times, props.series]);
+  return html`<section role="region" aria-label=${props.label} class="chart">
+    <h3>${props.label}</h3>
+    <div ref=${box}></div>
+  </section>`;
+}

@@ -6,6 +6,7 @@ import { ExecutionPage, ExecutionsPage } from './executions.js';
 import { html } from './html.js';
 import { IssuePage, IssuesPage } from './issues.js';
 import { navigate, onLinkClick, useLocation } from './router.js';
+import { ServicesPage } from './services.js';
 import './app.css';
 
 interface Me {
@@ -89,7 +90,7 @@ function App() {
       : path === '/issues'
         ? html`<${IssuesPage} loc=${loc} />`
         : path === '/services'
-          ? html`<${NotBuilt} title="Services" />`
+          ? html`<${ServicesPage} loc=${loc} />`
           : path === '/settings'
             ? html`<${NotBuilt} title="Settings" />`
             : html`<${ExecutionsPage} loc=${loc} />`;

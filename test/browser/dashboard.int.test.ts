@@ -150,6 +150,15 @@ describe('the dashboard', () => {
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Issues' }).click();
     await page.getByRole('link', { name: /Resolved 1/ }).click();
     await expect.poll(() => page.locator('table tbody tr').count()).toBe(1);
+
+    // Services: the card, the three charts drawn, the top endpoints.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Services' }).click();
+    await page.getByRole('heading', { name: 'checkout', level: 2 }).first().waitFor();
+    for (const name of ['Requests', 'Failure rate', 'Latency'])
+      await page.getByRole('region', { name, exact: true }).locator('canvas').first().waitFor();
+    await expect
+      .poll(() => page.getByRole('table', { name: 'Top endpoints' }).locator('tbody tr').count())
+      .toBe(2);
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -85,6 +85,7 @@ export function ExecutionsPage(props: { loc: Location }) {
   const [result, setResult] = useState<Page<ExecutionRow> | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [loading, setLoading] = useState(false);
+  const [tick, setTick] = useState(0);
   const timer = useRef<number | undefined>(undefined);
   const page = Number(params.get('page') ?? '1') || 1;
   const status = params.get('status') ?? '';
@@ -115,7 +116,7 @@ export function ExecutionsPage(props: { loc: Location }) {
     return () => {
       live = false;
     };
-  }, [props.loc]);
+  }, [props.loc, tick]);
 
   // As the user types: the query goes into the URL (replacing the entry) after a pause, and is checked then.
   const onInput = (e: Event) => {
@@ -135,6 +136,12 @@ export function ExecutionsPage(props: { loc: Location }) {
   const set = (changes: Record<string, string | number | null>) => navigate(withParams(params, changes));
   const qError = error?.details.find((d) => d.path === 'q');
   const empty = result && result.total === 0 && !q && !status && !error;
+  // While the workspace is empty, look again every few seconds: the first executions show up as they arrive.
+  useEffect(() => {
+    if (!empty) return;
+    const t = window.setTimeout(() => setTick((n) => n + 1), 3000);
+    return () => clearTimeout(t);
+  }, [empty, result]);
 
   return html`<main>
     <h1>Executions</h1>

@@ -7,6 +7,7 @@ import { html } from './html.js';
 import { IssuePage, IssuesPage } from './issues.js';
 import { navigate, onLinkClick, useLocation } from './router.js';
 import { ServicesPage } from './services.js';
+import { SettingsPage } from './settings.js';
 import './app.css';
 
 interface Me {
@@ -39,10 +40,6 @@ function Banner() {
   const [message, setMessage] = useState<string | null>(null);
   useEffect(() => onNotice(setMessage), []);
   return message ? html`<div class="banner" role="status">${message}</div>` : null;
-}
-
-function NotBuilt(props: { title: string }) {
-  return html`<main><h1>${props.title}</h1><p>This page is not built yet.</p></main>`;
 }
 
 function App() {
@@ -92,7 +89,7 @@ function App() {
         : path === '/services'
           ? html`<${ServicesPage} loc=${loc} />`
           : path === '/settings'
-            ? html`<${NotBuilt} title="Settings" />`
+            ? html`<${SettingsPage} />`
             : html`<${ExecutionsPage} loc=${loc} />`;
   if (path === '/') navigate('/executions', true);
   return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;

@@ -46,7 +46,7 @@ function consoleErrors(page: Page): string[] {
 }
 
 describe('the dashboard', () => {
-  it('takes a new user from sign-up through the empty state to a search, an execution and its issue', async () => {
+  it('takes a new user from sign-up through the empty state, a search, an execution, its issue, the services and the keys', async () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const errors = consoleErrors(page);
     await page.goto(`${base}/`);
@@ -97,9 +97,9 @@ describe('the dashboard', () => {
     expect(res.status).toBe(202);
     await stack.service.pipeline!.drained();
 
-    await page.reload();
+    // The empty state looks again by itself (every 3 s): no reload needed.
     const rows = page.locator('table tbody tr');
-    await expect.poll(() => rows.count()).toBe(2);
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
 
     // The query language, as the user types: the URL follows (a link shows the same view).
     const search = page.getByRole('searchbox', { name: 'Search' });
@@ -169,7 +169,7 @@ describe('the dashboard', () => {
     await page.goto(`${base}/executions?q=${encodeURIComponent('status:failed')}`);
     // Signed out: sign-in, and back to the view after.
     await page.getByLabel('Email').waitFor();
-    expect(page.url()).toContain('/login');
+    await page.waitForURL(/\/login\?next=/);
     const width = await page.evaluate('document.documentElement.scrollWidth');
     expect(width).toBeLessThanOrEqual(360);
     const email = `narrow-${Date.now()}@example.com`;

@@ -26,9 +26,16 @@ export function Chart(props: { label: string; times: number[]; series: ChartSeri
         height: 200,
         legend: { show: true },
         axes: [{}, { values: (_u, ticks) => ticks.map((t) => `${t}${props.unit ?? ''}`), size: 60 }],
+        // Points as well as lines when data is sparse: a bucket with data between empty ones has no line to draw.
         series: [
           {},
-          ...props.series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false })),
+          ...props.series.map((s) => ({
+            label: s.label,
+            stroke: s.color,
+            width: 1.5,
+            spanGaps: false,
+            points: { show: s.values.filter((v) => v !== null).length <= 60, size: 4 },
+          })),
         ],
       },
       [props.times, ...props.series.map((s) => s.values)] as uPlot.AlignedData,

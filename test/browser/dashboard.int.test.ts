@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type TestStack } from '../support/env.js';
@@ -32,6 +34,18 @@ afterAll(async () => {
 });
 
 /**
+ * With UPDATE_SCREENSHOTS set, the page as it is now, as docs/screenshots/<name>.png (the README shows them); a
+ * plain test run writes nothing into the repository.
+ */
+async function shot(page: Page, name: string): Promise<void> {
+  if (!process.env.UPDATE_SCREENSHOTS) return;
+  const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'docs', 'screenshots');
+  mkdirSync(dir, { recursive: true });
+  await page.evaluate('window.scrollTo(0, 0)');
+  await page.screenshot({ path: path.join(dir, `${name}.png`), fullPage: false });
+}
+
+/**
  * Console errors, less the browser's own line for an API answer the page handles (CONTRACT §14): a 400 for a bad
  * query, the 401 of the session check before sign-in.
  */
@@ -47,7 +61,7 @@ function consoleErrors(page: Page): string[] {
 
 describe('the dashboard', () => {
   it('takes a new user from sign-up through the empty state, a search, an execution, its issue, the services and the keys', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
     const errors = consoleErrors(page);
     await page.goto(`${base}/`);
     // Not signed in: the sign-in form, and a way to sign up.
@@ -100,6 +114,7 @@ describe('the dashboard', () => {
     // The empty state looks again by itself (every 3 s): no reload needed.
     const rows = page.locator('table tbody tr');
     await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    await shot(page, 'executions');
 
     // The query language, as the user types: the URL follows (a link shows the same view).
     const search = page.getByRole('searchbox', { name: 'Search' });
@@ -121,6 +136,7 @@ describe('the dashboard', () => {
     await page.waitForURL(/\/executions\/dash-fail-1$/);
     await expect(page.getByRole('heading', { level: 1 }).textContent()).resolves.toBe('dash-fail-1');
     await page.getByText('payment failed').waitFor();
+    await shot(page, 'execution');
     await expect(page.locator('main').textContent()).resolves.toContain('cart is undefined');
     await page.goBack();
     await page.waitForURL(/q=status%3Afailed/);
@@ -146,6 +162,7 @@ describe('the dashboard', () => {
       .getByText(/assigned/)
       .first()
       .waitFor();
+    await shot(page, 'issue');
     // The list: the issue under Resolved, with the tab's count.
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Issues' }).click();
     await page.getByRole('link', { name: /Resolved 1/ }).click();
@@ -159,6 +176,32 @@ describe('the dashboard', () => {
     await expect
       .poll(() => page.getByRole('table', { name: 'Top endpoints' }).locator('tbody tr').count())
       .toBe(2);
+    await shot(page, 'services');
+
+    // Settings: a key created (shown once, and it works), then revoked (and it no longer does).
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
+    await page.getByLabel('Key name').fill('deploy pipeline');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = (await page.getByRole('status').locator('code').textContent()) ?? '';
+    expect(shown).toMatch(/^svc_live_[A-Za-z0-9]{32}$/);
+    const ingestWith = (k: string) =>
+      fetch(`${base}/api/ingest`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${k}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ executions: [] }),
+      }).then((r) => r.status);
+    expect(await ingestWith(shown)).toBe(202);
+    await page.getByRole('button', { name: 'Done' }).click();
+    expect(await page.getByText(shown).count()).toBe(0);
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('button', { name: 'Revoke deploy pipeline' }).click();
+    await page.getByText(/^revoked /).waitFor();
+    expect(await ingestWith(shown)).toBe(401);
+    // The settings form saves.
+    await page.getByLabel('Retention (days)').fill('45');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByText(/^Saved\./).waitFor();
+    await shot(page, 'settings');
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -118,15 +118,17 @@ export function ExecutionsPage(props: { loc: Location }) {
     };
   }, [props.loc, tick]);
 
-  // As the user types: the query goes into the URL (replacing the entry) after a pause, and is checked then.
+  // As the user types: the query goes into the URL (replacing the entry) after a pause, and is checked then. The
+  // URL is read when the pause ends (a filter changed meanwhile stays), and a page left meanwhile is left alone.
+  useEffect(() => () => clearTimeout(timer.current), []);
   const onInput = (e: Event) => {
     const value = (e.target as HTMLInputElement).value;
     setText(value);
     clearTimeout(timer.current);
-    timer.current = window.setTimeout(
-      () => navigate(withParams(params, { q: value, page: null }), true),
-      350,
-    );
+    timer.current = window.setTimeout(() => {
+      if (location.pathname !== '/executions') return;
+      navigate(withParams(new URLSearchParams(location.search), { q: value, page: null }), true);
+    }, 350);
   };
   const onSubmit = (e: Event) => {
     e.preventDefault();

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, get, post, qs } from './api.js';
-import { Chart } from './chart.js';
+import { Chart, type ChartSeries } from './chart.js';
 import { html, when } from './html.js';
 import { type Location, navigate, withParams } from './router.js';
 
@@ -81,7 +81,7 @@ export function IssuesPage(props: { loc: Location }) {
     <nav class="tabs" aria-label="Status">
       ${STATUSES.map(
         (s) =>
-          html`<a href=${withParams(params, { status: s, page: null }) || '?'} aria-current=${s === status ? 'page' : undefined}>
+          html`<a href=${withParams(params, { status: s, page: null })} aria-current=${s === status ? 'page' : undefined}>
             ${s[0]!.toUpperCase() + s.slice(1)} <span class="count">${counts[s] ?? ''}</span></a>`,
       )}
     </nav>
@@ -185,7 +185,7 @@ const pct = (n: number) => `${Math.round(n * 100)} %`;
 export function IssuePage(props: { id: string }) {
   const [issue, setIssue] = useState<IssueDetail | null>(null);
   const [comments, setComments] = useState<Comment[]>([]);
-  const [occurrences, setOccurrences] = useState<{ times: number[]; values: (number | null)[] } | null>(null);
+  const [occurrences, setOccurrences] = useState<{ times: number[]; series: ChartSeries[] } | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [draft, setDraft] = useState('');
   const [busy, setBusy] = useState(false);
@@ -205,9 +205,10 @@ export function IssuePage(props: { id: string }) {
           `/api/metrics/timeseries${qs({ metric: 'requests', issueId: i.id, interval: '1h', from: new Date(from).toISOString(), to: new Date(to).toISOString() })}`,
         ).then((t) => {
           const points = t.series[0]?.points ?? [];
+          // Made once: the chart is drawn again only when these change, not at every keystroke in the comment box.
           setOccurrences({
             times: points.map((p) => Date.parse(p.t) / 1000),
-            values: points.map((p) => p.value),
+            series: [{ label: 'occurrences', values: points.map((p) => p.value), color: '#b3261e' }],
           });
         });
       })
@@ -264,7 +265,7 @@ export function IssuePage(props: { id: string }) {
     </div>
     <section aria-label="Occurrences"><h2>Occurrences</h2>
       <p>${issue.occurrences.total.toLocaleString()} in all, ${issue.occurrences.last24h.toLocaleString()} in the last 24 h, ${issue.occurrences.last7d.toLocaleString()} in 7 days</p>
-      ${occurrences ? html`<${Chart} label="Occurrences over time" times=${occurrences.times} series=${[{ label: 'occurrences', values: occurrences.values, color: '#b3261e' }]} />` : null}
+      ${occurrences ? html`<${Chart} label="Occurrences over time" times=${occurrences.times} series=${occurrences.series} />` : null}
     </section>
     <section aria-label="Fingerprint"><h2>Fingerprint</h2>
       <ol class="parts">${issue.fingerprintParts.map((p) => html`<li><code>${p || '(none)'}</code></li>`)}</ol>

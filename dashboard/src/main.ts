@@ -5,7 +5,7 @@ import { AuthPage } from './auth.js';
 import { ExecutionPage, ExecutionsPage } from './executions.js';
 import { html } from './html.js';
 import { IssuePage, IssuesPage } from './issues.js';
-import { navigate, onLinkClick, useLocation } from './router.js';
+import { navigate, onLinkClick, safeNext, useLocation } from './router.js';
 import { ServicesPage } from './services.js';
 import { SettingsPage } from './settings.js';
 import './app.css';
@@ -14,6 +14,15 @@ interface Me {
   user: { id: string; email: string; name: string | null };
   workspace: { id: string; name: string };
   role: string;
+}
+
+/** A path segment decoded; a malformed one as it is (it names nothing, and the page says so). */
+function decodePath(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 const PAGES: [string, string][] = [
@@ -61,6 +70,9 @@ function App() {
     }),
   );
   const path = loc.path;
+  useEffect(() => {
+    if (me && path === '/') navigate('/executions', true);
+  }, [me, path]);
   // Signed out on a view: to sign-in, which comes back to the view after.
   useEffect(() => {
     if (me !== null || path === '/login' || path === '/signup') return;
@@ -70,8 +82,7 @@ function App() {
   if (me === undefined) return html`<p class="loading">Loading…</p>`;
   if (me === null || path === '/login' || path === '/signup') {
     const mode = path === '/signup' ? 'signup' : 'login';
-    const next =
-      loc.params.get('next') ?? (path === '/login' || path === '/signup' || path === '/' ? '' : path);
+    const next = safeNext(loc.params.get('next'));
     return html`<${AuthPage} mode=${mode} next=${next} onSignedIn=${load} />`;
   }
   const signOut = async () => {
@@ -81,9 +92,9 @@ function App() {
   };
   const detail = /^\/executions\/(.+)$/.exec(path);
   const page = detail
-    ? html`<${ExecutionPage} id=${decodeURIComponent(detail[1]!)} />`
+    ? html`<${ExecutionPage} id=${decodePath(detail[1]!)} />`
     : path.startsWith('/issues/')
-      ? html`<${IssuePage} id=${decodeURIComponent(path.slice('/issues/'.length))} />`
+      ? html`<${IssuePage} id=${decodePath(path.slice('/issues/'.length))} />`
       : path === '/issues'
         ? html`<${IssuesPage} loc=${loc} />`
         : path === '/services'
@@ -91,7 +102,6 @@ function App() {
           : path === '/settings'
             ? html`<${SettingsPage} />`
             : html`<${ExecutionsPage} loc=${loc} />`;
-  if (path === '/') navigate('/executions', true);
   return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }
 

@@ -45,7 +45,10 @@ export function onLinkClick(e: MouseEvent): void {
   navigate(a.pathname + a.search);
 }
 
-/** The query string with `changes` applied (null or '' removes a parameter). */
+/**
+ * This page's URL with `changes` applied to its query (null or '' removes a parameter): path and query, so that
+ * removing the last parameter really removes it (an empty URL would keep the current one).
+ */
 export function withParams(params: URLSearchParams, changes: Record<string, string | number | null>): string {
   const next = new URLSearchParams(params);
   for (const [k, v] of Object.entries(changes)) {
@@ -53,5 +56,8 @@ export function withParams(params: URLSearchParams, changes: Record<string, stri
     else next.set(k, String(v));
   }
   const s = next.toString();
-  return s ? `?${s}` : '';
+  return `${location.pathname}${s ? `?${s}` : ''}`;
 }
+
+/** A `next` to come back to after sign-in: a path of this site only (not `//elsewhere`). */
+export const safeNext = (next: string | null): string => (next && /^\/(?![/\\])/.test(next) ? next : '');

@@ -130,7 +130,7 @@ export function ServicesPage(props: { loc: Location }) {
     <div class="cards">${(cards ?? []).map(
       (
         c,
-      ) => html`<a class=${`card ${c.health}${c.service === chosen ? ' chosen' : ''}`} href=${withParams(params, { service: c.service }) || '?'}>
+      ) => html`<a class=${`card ${c.health}${c.service === chosen ? ' chosen' : ''}`} href=${withParams(params, { service: c.service })}>
         <h2>${c.service}</h2>
         <p class="health">${c.health}</p>
         <p>${c.requests.toLocaleString()} requests${delta(c.requests, c.previous.requests, (n) => n.toLocaleString())}</p>

@@ -129,6 +129,11 @@ describe('the dashboard', () => {
     await alert.waitFor();
     await expect(alert.locator('mark').textContent()).resolves.toBe('duration:>>5');
 
+    // Clearing the box removes the query from the URL, and the filter with it.
+    await search.fill('');
+    await page.waitForURL((u) => !u.search.includes('q='));
+    await expect.poll(() => rows.count()).toBe(2);
+
     // A valid query again, then the execution's page by its link, then back to the same search.
     await search.fill('status:failed service:checkout');
     await expect.poll(() => rows.count()).toBe(1);

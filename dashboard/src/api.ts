@@ -42,7 +42,21 @@ export function setUnauthorizedHandler(fn: () => void): void {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function api<T>(method: string, url: string, body?: unknown): Promise<T> {
+/** The API paths whose data has a mode: they are asked in the view's mode (the URL's `mode`, else test). */
+const MODED = /^\/api\/(executions|issues|metrics|logs|ingest\/rejections)\b/;
+
+function inViewMode(url: string): string {
+  if (
+    !MODED.test(url) ||
+    new URLSearchParams(location.search).get('mode') !== 'live' ||
+    /[?&]mode=/.test(url)
+  )
+    return url;
+  return `${url}${url.includes('?') ? '&' : '?'}mode=live`;
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const url = inViewMode(path);
   for (let attempt = 0; ; attempt++) {
     const res = await fetch(url, {
       method,

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type ErrorDetail, get, qs } from './api.js';
 import { freshTestKey } from './auth.js';
-import { html, ms, when } from './html.js';
+import { copy, html, ms, when } from './html.js';
 import { type Location, navigate, withParams } from './router.js';
 
 interface ExecutionRow {
@@ -72,7 +72,7 @@ function EmptyState() {
     <h2>No executions yet</h2>
     <p>Send one with your test key${freshTestKey ? '' : ' (its full value was shown once; see Settings for your keys)'}:</p>
     <pre>${curl}</pre>
-    <button type="button" onClick=${() => navigator.clipboard?.writeText(curl)}>Copy</button>
+    <button type="button" onClick=${(e: Event) => copy(curl, (e.target as Element).previousElementSibling)}>Copy</button>
     <p>Or instrument an app: the Node SDK (<code>init()</code>) or any OpenTelemetry SDK pointed at ${origin}.</p>
   </section>`;
 }

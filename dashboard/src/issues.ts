@@ -192,7 +192,7 @@ export function IssuePage(props: { id: string }) {
   const members = useMembers();
   const url = `/api/issues/${encodeURIComponent(props.id)}`;
   const loadComments = () =>
-    get<{ data: Comment[] }>(`${url}/comments`)
+    get<{ data: Comment[] }>(`${url}/comments?pageSize=200`)
       .then((r) => setComments(r.data))
       .catch(() => {});
   useEffect(() => {

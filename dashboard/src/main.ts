@@ -5,7 +5,7 @@ import { AuthPage } from './auth.js';
 import { ExecutionPage, ExecutionsPage } from './executions.js';
 import { html } from './html.js';
 import { IssuePage, IssuesPage } from './issues.js';
-import { navigate, onLinkClick, safeNext, useLocation } from './router.js';
+import { currentMode, navigate, onLinkClick, safeNext, useLocation, withParams } from './router.js';
 import { ServicesPage } from './services.js';
 import { SettingsPage } from './settings.js';
 import './app.css';
@@ -40,6 +40,15 @@ function Nav(props: { path: string; me: Me; onSignOut: () => void }) {
           html`<a href=${href} aria-current=${props.path.startsWith(href) ? 'page' : undefined}>${label}</a>`,
       )}
     </nav>
+    <label for="mode" class="visually-hidden">Mode</label>
+    <select id="mode" value=${currentMode()}
+      onChange=${(e: Event) => {
+        const mode = (e.target as HTMLSelectElement).value;
+        const params = new URLSearchParams(location.search);
+        navigate(withParams(params, { mode: mode === 'live' ? 'live' : null, page: null }));
+      }}>
+      <option value="test">Test data</option><option value="live">Live data</option>
+    </select>
     <span class="who">${props.me.workspace.name} · ${props.me.user.email}</span>
     <button type="button" class="link" onClick=${props.onSignOut}>Log out</button>
   </header>`;

@@ -36,13 +36,23 @@ export function useLocation(): Location {
   return loc;
 }
 
+/**
+ * The data's mode (CONTRACT §2): `live` when the URL says so, else `test` (a session's default). It is part of the
+ * view's state, so in-app links keep it.
+ */
+export const currentMode = (): 'test' | 'live' =>
+  new URLSearchParams(location.search).get('mode') === 'live' ? 'live' : 'test';
+
 /** A click on an in-app link navigates without reloading (a modified click opens a tab as usual). */
 export function onLinkClick(e: MouseEvent): void {
   if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
   const a = (e.target as Element | null)?.closest('a');
   if (!a || a.target || a.origin !== location.origin || a.hasAttribute('download')) return;
   e.preventDefault();
-  navigate(a.pathname + a.search);
+  const params = new URLSearchParams(a.search);
+  if (currentMode() === 'live' && !params.has('mode')) params.set('mode', 'live');
+  const s = params.toString();
+  navigate(a.pathname + (s ? `?${s}` : ''));
 }
 
 /**

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, api, get, post } from './api.js';
-import { html, when } from './html.js';
+import { copy, html, when } from './html.js';
 
 interface Settings {
   indexedContextKeys: string[];
@@ -162,7 +162,7 @@ function Keys() {
         ? html`<div class="new-key" role="status">
             <p>Your new key, shown this once (only its hash is kept):</p>
             <code>${created}</code>
-            <button type="button" onClick=${() => navigator.clipboard?.writeText(created)}>Copy</button>
+            <button type="button" onClick=${(e: Event) => copy(created, (e.target as Element).previousElementSibling)}>Copy</button>
             <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
           </div>`
         : null

@@ -193,7 +193,18 @@ describe('the dashboard', () => {
       fetch(`${base}/api/ingest`, {
         method: 'POST',
         headers: { authorization: `Bearer ${k}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ executions: [] }),
+        body: JSON.stringify({
+          resource: { service: 'billing' },
+          executions: [
+            {
+              executionId: 'live-1',
+              endpoint: '/invoices',
+              startedAt: Date.now() - 1000,
+              durationMs: 5,
+              statusCode: 200,
+            },
+          ],
+        }),
       }).then((r) => r.status);
     expect(await ingestWith(shown)).toBe(202);
     await page.getByRole('button', { name: 'Done' }).click();
@@ -207,6 +218,17 @@ describe('the dashboard', () => {
     await page.getByRole('button', { name: 'Save settings' }).click();
     await page.getByText(/^Saved\./).waitFor();
     await shot(page, 'settings');
+
+    // Live data: the mode is part of the view, and in-app links keep it.
+    await stack.service.pipeline!.drained();
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Executions' }).click();
+    await expect.poll(() => rows.count()).toBe(2);
+    await page.getByLabel('Mode').selectOption('live');
+    await page.waitForURL(/mode=live/);
+    await expect.poll(() => rows.count()).toBe(1);
+    await rows.first().getByRole('link').click();
+    await page.waitForURL(/\/executions\/live-1\?mode=live$/);
+    await page.getByText('billing').first().waitFor();
     expect(errors).toEqual([]);
     await page.close();
   });

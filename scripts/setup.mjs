@@ -34,19 +34,24 @@ function findNatsServer() {
   return dirs.some((d) => d && existsSync(path.join(d, 'nats-server')));
 }
 
+/** Installs a Debian package with apt when we are root on Debian; false when we cannot. */
+function aptInstall(pkg) {
+  const debian = existsSync('/etc/debian_version');
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (!debian || !isRoot) return false;
+  process.stderr.write(`${pkg} is missing: installing it with apt-get…\n`);
+  run('apt-get', ['update', '-qq']);
+  run('apt-get', ['install', '-y', '-qq', pkg], {
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  return true;
+}
+
 /** nats-server is needed unless NATS_URL points at a running one; on Debian as root it is installed with apt. */
 export function ensureNatsServer() {
   if (process.env.NATS_URL || process.env.NATS_SERVER_BIN || findNatsServer()) return;
+  if (aptInstall('nats-server')) return;
   const debian = existsSync('/etc/debian_version');
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  if (debian && isRoot) {
-    process.stderr.write('nats-server is missing: installing it with apt-get…\n');
-    run('apt-get', ['update', '-qq']);
-    run('apt-get', ['install', '-y', '-qq', 'nats-server'], {
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
-    return;
-  }
   process.stderr.write(
     [
       'nats-server (2.9 or newer, with JetStream) is required and was not found on PATH.',
@@ -69,17 +74,7 @@ export const chromiumPath = () =>
  * when missing and we are root on Debian, as nats-server is. Otherwise the tests fail and say why.
  */
 export function ensureChromium() {
-  if (chromiumPath()) return;
-  const debian = existsSync('/etc/debian_version');
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  if (debian && isRoot) {
-    process.stderr.write('chromium is missing: installing it with apt-get…\n');
-    run('apt-get', ['update', '-qq']);
-    run('apt-get', ['install', '-y', '-qq', 'chromium'], {
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
-    return;
-  }
+  if (chromiumPath() || aptInstall('chromium')) return;
   process.stderr.write(
     'chromium was not found and cannot be installed here: the dashboard tests will fail (set CHROMIUM_BIN).\n',
   );

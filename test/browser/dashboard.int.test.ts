@@ -46,14 +46,18 @@ async function shot(page: Page, name: string): Promise<void> {
 }
 
 /**
- * Console errors, less the browser's own line for an API answer the page handles (CONTRACT §14): a 400 for a bad
- * query, the 401 of the session check before sign-in.
+ * Console errors, less the browser's own line for an API answer the page handles (CONTRACT §14): the 400 of an
+ * invalid search, the 401 of the session check before sign-in. Any other failed call is an error.
  */
 function consoleErrors(page: Page): string[] {
   const errors: string[] = [];
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/the server responded with a status of 40[01]/.test(m.text()))
-      errors.push(m.text());
+    if (m.type() !== 'error') return;
+    const url = m.location().url;
+    const handled =
+      (/status of 400/.test(m.text()) && /\/api\/executions\?.*\bq=/.test(url)) ||
+      (/status of 401/.test(m.text()) && url.endsWith('/api/auth/me'));
+    if (!handled) errors.push(`${m.text()} ${url}`);
   });
   page.on('pageerror', (e) => errors.push(String(e)));
   return errors;

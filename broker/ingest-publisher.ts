@@ -1,8 +1,26 @@
+import crypto from 'node:crypto';
 import { headers } from '@nats-io/transport-node';
 import { INGEST_HEADERS, type IngestMessageMeta, ingestSubject } from '../schemas/broker-messages.js';
 import { ServiceError, unavailable } from '../schemas/errors.js';
 import type { Broker } from './connection.js';
 import { isPayloadTooLarge } from './errors.js';
+
+/**
+ * A request's broker message id (the duplicate window's and the commit journal's key), scoped to the workspace
+ * and mode so two workspaces sending the same bytes are never merged: by its idempotency key when it has one
+ * (`k`), else by its body as sent (`b` for /api/ingest, `o` for an OTLP body).
+ */
+export function requestMessageId(
+  scope: { workspaceId: string; mode: string },
+  by: { idempotencyKey: string } | { body: Uint8Array; otlp?: boolean },
+): string {
+  const kind = 'idempotencyKey' in by ? 'k' : by.otlp ? 'o' : 'b';
+  const hash = crypto
+    .createHash('sha256')
+    .update('idempotencyKey' in by ? by.idempotencyKey : by.body)
+    .digest('hex');
+  return `${scope.workspaceId}.${scope.mode}.${kind}.${hash}`;
+}
 
 export interface PublishResult {
   duplicate: boolean;

@@ -38,6 +38,25 @@ const TRACE_SPANS = `SELECT span_id, parent_span_id, name, kind, epoch_ms(starte
   ORDER BY ts_ms, span_id
   LIMIT ${TRACE_SPAN_LIMIT}`;
 
+/** An execution's window (its logs', logs.ts executionLogWindow) and the files of `dataset` over it. */
+async function windowFiles(
+  dataDir: string,
+  dataset: 'spans' | 'logs',
+  scope: { workspaceId: string; mode: Mode },
+  execution: { startedAt: number; durationMs: number },
+): Promise<{ window: { from: number; to: number }; files: string[] }> {
+  const window = executionLogWindow(execution);
+  const files = await listPartitionFiles(
+    dataDir,
+    dataset,
+    scope.workspaceId,
+    scope.mode,
+    window.from,
+    window.to,
+  );
+  return { window, files };
+}
+
 export async function executionSpans(
   engine: QueryEngine,
   dataDir: string,
@@ -46,15 +65,7 @@ export async function executionSpans(
 ): Promise<SpanItem[]> {
   const { traceId, spanId } = execution;
   if (traceId === null || spanId === null) return [];
-  const window = executionLogWindow(execution);
-  const files = await listPartitionFiles(
-    dataDir,
-    'spans',
-    scope.workspaceId,
-    scope.mode,
-    window.from,
-    window.to,
-  );
+  const { window, files } = await windowFiles(dataDir, 'spans', scope, execution);
   if (files.length === 0) return [];
   const rows = await engine.all(TRACE_SPANS, { files, traceId, ...window });
   const children = new Map<string, typeof rows>();
@@ -102,15 +113,7 @@ export async function childSpanLogs(
   limit: number,
 ): Promise<LogItem[]> {
   if (spans.length === 0 || execution.traceId === null) return [];
-  const window = executionLogWindow(execution);
-  const all = await listPartitionFiles(
-    dataDir,
-    'logs',
-    scope.workspaceId,
-    scope.mode,
-    window.from,
-    window.to,
-  );
+  const { window, files: all } = await windowFiles(dataDir, 'logs', scope, execution);
   if (all.length === 0) return [];
   const ids = spans.map((s) => s.spanId);
   const files = [...new Set((await Promise.all(ids.map((id) => filesForId(all, id)))).flat())];

@@ -1,7 +1,6 @@
-import crypto from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publishIngest } from '../../broker/ingest-publisher.js';
+import { publishIngest, requestMessageId } from '../../broker/ingest-publisher.js';
 import { errorAnswers, ingestAnswer } from '../../schemas/answers.js';
 import { validationError } from '../../schemas/errors.js';
 import { ingestEnvelopeSchema } from '../../schemas/ingest-items.js';
@@ -25,8 +24,6 @@ const ingestHeaders = documentedOnly(
     'content-encoding': z.enum(['gzip', 'identity']).optional(),
   }),
 );
-
-const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(data).digest('hex');
 
 /** POST /api/ingest (CONTRACT §5): checked at once, stored durably by the broker, then 202. */
 export const ingestRoutes =
@@ -65,10 +62,10 @@ export const ingestRoutes =
             { path: 'idempotency-key', message: 'expected 1–128 visible ASCII characters' },
           ]);
         }
-        // Scoped to the workspace and mode, so two workspaces sending the same bytes are never merged.
-        const scope = `${principal.workspaceId}.${principal.mode}`;
-        const msgId =
-          typeof idem === 'string' ? `${scope}.k.${sha256(idem)}` : `${scope}.b.${sha256(body.raw)}`;
+        const msgId = requestMessageId(
+          principal,
+          typeof idem === 'string' ? { idempotencyKey: idem } : { body: body.raw },
+        );
         const requestId = String(req.id);
         const started = performance.now();
         const result = await publishIngest(

@@ -1,10 +1,9 @@
-import crypto from 'node:crypto';
 import os from 'node:os';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Piscina } from 'piscina';
 import { z } from 'zod';
-import { publishIngest } from '../../broker/ingest-publisher.js';
+import { publishIngest, requestMessageId } from '../../broker/ingest-publisher.js';
 import type { CheckResult, CheckTask } from '../../pipeline/otlp/check-worker.js';
 import { type OtlpEncoding, otlpFormat } from '../../pipeline/otlp/decode.js';
 import { responseType, type Signal, statusType } from '../../pipeline/otlp/proto.js';
@@ -119,8 +118,6 @@ function checkPool() {
   };
 }
 
-const sha256 = (data: Buffer) => crypto.createHash('sha256').update(data).digest('hex');
-
 export const otlpRoutes =
   (deps: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
@@ -178,7 +175,7 @@ export const otlpRoutes =
             throw validationError(checked.error, [{ path: '', message: 'the body cannot be decoded' }]);
           if (checked.items > 0) {
             // A byte-identical body resent within the window is stored once (CONTRACT §12).
-            const msgId = `${principal.workspaceId}.${principal.mode}.o.${sha256(body.raw)}`;
+            const msgId = requestMessageId(principal, { body: body.raw, otlp: true });
             const started = performance.now();
             await publishIngest(
               deps.broker,

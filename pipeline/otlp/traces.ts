@@ -319,10 +319,15 @@ function inheritExceptions(
 
 export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
   const out: MappedTraces = { executions: [], spans: [], rejected: [] };
+  const mapped: OtlpSpan[] = [];
   spans.forEach((s, index) => {
     const problem = spanProblem(s);
-    if (problem !== null) out.rejected.push({ index, message: problem });
-    else if (s.kind === KIND.server || s.kind === KIND.consumer)
+    if (problem !== null) {
+      out.rejected.push({ index, message: problem });
+      return;
+    }
+    mapped.push(s);
+    if (s.kind === KIND.server || s.kind === KIND.consumer)
       out.executions.push({ index, item: toExecution(s) });
     else {
       out.spans.push({
@@ -342,10 +347,7 @@ export function mapSpans(spans: readonly OtlpSpan[]): MappedTraces {
   });
   if (out.executions.length > 0 && out.spans.length > 0) {
     const executions = new Map(out.executions.map((e) => [String(e.item.spanId), e.item]));
-    inheritExceptions(
-      spans.filter((s) => spanProblem(s) === null),
-      executions,
-    );
+    inheritExceptions(mapped, executions);
   }
   return out;
 }

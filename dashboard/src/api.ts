@@ -1,3 +1,5 @@
+import { useEffect, useState } from 'preact/hooks';
+
 /**
  * The HTTP API as the page uses it: same origin, the session cookie (CONTRACT §2), JSON. A 401 sends the user to
  * sign-in and back; a 429 or 503 is retried after its `retry-after` while the page says so; any other error is
@@ -96,4 +98,40 @@ export function qs(params: Record<string, string | number | undefined | null>): 
     if (v !== undefined && v !== null && v !== '') out.set(k, String(v));
   const s = out.toString();
   return s ? `?${s}` : '';
+}
+
+/** Any failure as an ApiError (a network failure has status 0). */
+export const asApiError = (err: unknown): ApiError =>
+  err instanceof ApiError
+    ? err
+    : new ApiError(0, 'NETWORK_ERROR', String((err as Error)?.message ?? err), []);
+
+export interface Answer<T> {
+  /** The latest answer of the view; the previous view's stays while the new one is asked (no blank flash). */
+  data: T | null;
+  error: ApiError | null;
+  loading: boolean;
+  /** Asks again, for the same view. */
+  reload: () => void;
+}
+
+/**
+ * The answer of `load` for the view that `deps` name. An answer that arrives after the view changed is dropped, so
+ * a slow answer never overwrites a newer view's.
+ */
+export function useAnswer<T>(load: () => Promise<T>, deps: unknown[]): Answer<T> {
+  const [state, setState] = useState<Omit<Answer<T>, 'reload'>>({ data: null, error: null, loading: true });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setState((s) => (s.loading ? s : { ...s, loading: true }));
+    load().then(
+      (data) => live && setState({ data, error: null, loading: false }),
+      (err: unknown) => live && setState((s) => ({ data: s.data, error: asApiError(err), loading: false })),
+    );
+    return () => {
+      live = false;
+    };
+  }, [...deps, tick]);
+  return { ...state, reload: () => setTick((n) => n + 1) };
 }

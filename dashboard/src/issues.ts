@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, api, get, post, qs } from './api.js';
+import { ApiError, api, get, post, qs, useAnswer } from './api.js';
 import { Chart, type ChartSeries } from './chart.js';
 import { html, when } from './html.js';
 import { type Location, navigate, withParams } from './router.js';
@@ -51,29 +51,26 @@ export function IssuesPage(props: { loc: Location }) {
   const assignee = params.get('assignee') ?? '';
   const page = Number(params.get('page') ?? '1') || 1;
   const members = useMembers();
-  const [counts, setCounts] = useState<Partial<Record<Status, number>>>({});
-  const [list, setList] = useState<{ data: IssueRow[]; total: number; hasMore: boolean } | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let live = true;
-    get<{ data: IssueRow[]; total: number; hasMore: boolean }>(
-      `/api/issues${qs({ status, sort, assignee, page, pageSize: 50 })}`,
-    )
-      .then((r) => live && setList(r))
-      .catch((err) => live && setError(String(err.message ?? err)));
-    Promise.all(
-      STATUSES.map((s) =>
-        get<{ total: number }>(`/api/issues${qs({ status: s, assignee, pageSize: 1 })}`).then(
-          (r) => [s, r.total] as const,
-        ),
+  const { data: list, error } = useAnswer(
+    () =>
+      get<{ data: IssueRow[]; total: number; hasMore: boolean }>(
+        `/api/issues${qs({ status, sort, assignee, page, pageSize: 50 })}`,
       ),
-    )
-      .then((pairs) => live && setCounts(Object.fromEntries(pairs)))
-      .catch(() => {});
-    return () => {
-      live = false;
-    };
-  }, [props.loc]);
+    [props.loc],
+  );
+  // The tabs' counts: they change with the assignee filter (and the mode), not with the tab, sort or page.
+  const counts =
+    useAnswer(
+      () =>
+        Promise.all(
+          STATUSES.map((s) =>
+            get<{ total: number }>(`/api/issues${qs({ status: s, assignee, pageSize: 1 })}`).then(
+              (r) => [s, r.total] as const,
+            ),
+          ),
+        ).then((pairs): Partial<Record<Status, number>> => Object.fromEntries(pairs)),
+      [assignee, params.get('mode')],
+    ).data ?? {};
   const set = (changes: Record<string, string | number | null>) => navigate(withParams(params, changes));
   const who = (id: string | null) => (id ? (members.find((m) => m.id === id)?.email ?? id) : '–');
   return html`<main>
@@ -96,7 +93,7 @@ export function IssuesPage(props: { loc: Location }) {
         ${members.map((m) => html`<option value=${m.id}>${m.email}</option>`)}
       </select>
     </div>
-    ${error ? html`<p role="alert" class="error">${error}</p>` : null}
+    ${error ? html`<p role="alert" class="error">${error.message}</p>` : null}
     ${
       list && list.total === 0
         ? html`<p>No ${status} issues.</p>`

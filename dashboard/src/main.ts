@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { get, onNotice, post, setUnauthorizedHandler } from './api.js';
+import { type ApiError, asApiError, get, onNotice, post, setUnauthorizedHandler } from './api.js';
 import { AuthPage } from './auth.js';
 import { ExecutionPage, ExecutionsPage } from './executions.js';
 import { html } from './html.js';
@@ -63,10 +63,19 @@ function Banner() {
 function App() {
   const loc = useLocation();
   const [me, setMe] = useState<Me | null | undefined>(undefined);
+  // Not knowing (the service away or busy past its retries) is not being signed out: the page says so.
+  const [unknown, setUnknown] = useState<ApiError | null>(null);
   const load = (): Promise<void> =>
     get<Me>('/api/auth/me')
-      .then(setMe)
-      .catch(() => setMe(null));
+      .then((m) => {
+        setUnknown(null);
+        setMe(m);
+      })
+      .catch((err: unknown) => {
+        const e = asApiError(err);
+        if (e.status === 401) setMe(null);
+        else setUnknown(e);
+      });
   useEffect(() => {
     load();
   }, []);
@@ -88,7 +97,15 @@ function App() {
     const here = path === '/' ? '' : path + location.search;
     navigate(`/login${here ? `?next=${encodeURIComponent(here)}` : ''}`, true);
   }, [me, path]);
-  if (me === undefined) return html`<p class="loading">Loading…</p>`;
+  if (me === undefined)
+    return unknown
+      ? html`<main><h1>The service does not answer</h1>
+          <p role="alert">${unknown.message}</p>
+          <button type="button" onClick=${() => {
+            setUnknown(null);
+            load();
+          }}>Try again</button></main>`
+      : html`<p class="loading">Loading…</p>`;
   if (me === null || path === '/login' || path === '/signup') {
     const mode = path === '/signup' ? 'signup' : 'login';
     const next = safeNext(loc.params.get('next'));
@@ -101,15 +118,15 @@ function App() {
   };
   const detail = /^\/executions\/(.+)$/.exec(path);
   const page = detail
-    ? html`<${ExecutionPage} id=${decodePath(detail[1]!)} />`
+    ? html`<${ExecutionPage} key=${`${path} ${currentMode()}`} id=${decodePath(detail[1]!)} />`
     : path.startsWith('/issues/')
-      ? html`<${IssuePage} id=${decodePath(path.slice('/issues/'.length))} />`
+      ? html`<${IssuePage} key=${`${path} ${currentMode()}`} id=${decodePath(path.slice('/issues/'.length))} />`
       : path === '/issues'
         ? html`<${IssuesPage} loc=${loc} />`
         : path === '/services'
           ? html`<${ServicesPage} loc=${loc} />`
           : path === '/settings'
-            ? html`<${SettingsPage} />`
+            ? html`<${SettingsPage} role=${me.role} />`
             : html`<${ExecutionsPage} loc=${loc} />`;
   return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }

@@ -1,6 +1,5 @@
-import { useEffect, useState } from 'preact/hooks';
-import { get, qs } from './api.js';
-import { Chart, type ChartSeries } from './chart.js';
+import { get, qs, useAnswer } from './api.js';
+import { Chart } from './chart.js';
 import { RANGES, rangeOf } from './executions.js';
 import { html, ms } from './html.js';
 import { type Location, navigate, withParams } from './router.js';
@@ -48,6 +47,27 @@ function delta(now: number | null, before: number | null, unit: (n: number) => s
   return ` (${d >= 0 ? '+' : ''}${Math.round(d * 100)} % vs previous, was ${unit(before)})`;
 }
 
+/** A value of the query language, quoted (it may hold spaces or quotes). */
+const quoted = (v: string) => `"${v.replace(/"/g, '\\"')}"`;
+
+/**
+ * The executions of an endpoint over the page's range: the search that lists them. Endpoints are grouped by their
+ * template (`/items/:id`) while executions keep the path as sent, so a template with an id segment is searched as
+ * the prefix before it (`/items/*`, which also holds any deeper path under it).
+ */
+function executionsOf(e: EndpointRow, params: URLSearchParams): string {
+  const id = e.endpoint.indexOf('/:id');
+  const endpoint = id >= 0 ? `${e.endpoint.slice(0, id + 1)}*` : e.endpoint;
+  const terms = [`service:${quoted(e.service)}`, `endpoint:${quoted(endpoint)}`];
+  if (e.method) terms.push(`method:${e.method}`);
+  const out = new URLSearchParams({ q: terms.join(' ') });
+  for (const k of ['range', 'from', 'to']) {
+    const v = params.get(k);
+    if (v) out.set(k, v);
+  }
+  return `/executions?${out}`;
+}
+
 const ENDPOINT_SORTS: [string, string][] = [
   ['requests', 'Requests'],
   ['failure_rate', 'Failure rate'],
@@ -61,61 +81,68 @@ const ENDPOINT_SORTS: [string, string][] = [
  */
 export function ServicesPage(props: { loc: Location }) {
   const { params } = props.loc;
-  const [cards, setCards] = useState<ServiceCard[] | null>(null);
-  const [charts, setCharts] = useState<{
-    times: number[];
-    requests: ChartSeries[];
-    failures: ChartSeries[];
-    latency: ChartSeries[];
-  } | null>(null);
-  const [endpoints, setEndpoints] = useState<EndpointRow[]>([]);
-  const [error, setError] = useState<string | null>(null);
   const range = params.get('range') ?? '24h';
   const sort = params.get('sort') ?? 'requests';
+  const from = params.get('from');
+  const to = params.get('to');
+  const mode = params.get('mode');
+  const asked = () => {
+    const w = rangeOf(params);
+    return { from: new Date(w.from).toISOString(), to: new Date(w.to).toISOString(), span: w.to - w.from };
+  };
+  const overview = useAnswer(() => {
+    const w = asked();
+    return get<{ services: ServiceCard[] }>(`/api/metrics/overview${qs({ from: w.from, to: w.to })}`).then(
+      (r) => r.services,
+    );
+  }, [range, from, to, mode]);
+  const cards = overview.data;
   const chosen = params.get('service') ?? cards?.[0]?.service ?? '';
-  useEffect(() => {
-    const { from, to } = rangeOf(params);
-    get<{ services: ServiceCard[] }>(
-      `/api/metrics/overview${qs({ from: new Date(from).toISOString(), to: new Date(to).toISOString() })}`,
-    )
-      .then((r) => setCards(r.services))
-      .catch((err) => setError(String(err.message ?? err)));
-  }, [range, params.get('from'), params.get('to')]);
-  useEffect(() => {
-    if (!chosen) return;
-    const { from, to } = rangeOf(params);
-    const base = { serviceName: chosen, from: new Date(from).toISOString(), to: new Date(to).toISOString() };
-    const interval = intervalOf(to - from);
+  // Each answer names the service it is of: while another one's are asked, the old ones are not shown as its.
+  const charts = useAnswer(async () => {
+    if (!chosen) return null;
+    const w = asked();
     const ts = (metric: string) =>
-      get<Timeseries>(`/api/metrics/timeseries${qs({ ...base, metric, interval })}`).then(
-        (r) => r.series[0]?.points ?? [],
-      );
-    Promise.all([ts('requests'), ts('failure_rate'), ts('latency_p50'), ts('latency_p95'), ts('latency_p99')])
-      .then(([requests, failures, p50, p95, p99]) => {
-        const times = requests.map((p) => Date.parse(p.t) / 1000);
-        const values = (points: { value: number | null }[]) => points.map((p) => p.value);
-        setCharts({
-          times,
-          requests: [{ label: 'requests', values: values(requests), color: '#2754c5' }],
-          failures: [
-            {
-              label: 'failure rate',
-              values: failures.map((p) => (p.value === null ? null : p.value * 100)),
-              color: '#b3261e',
-            },
-          ],
-          latency: [
-            { label: 'p50', values: values(p50), color: '#1e7b34' },
-            { label: 'p95', values: values(p95), color: '#c77700' },
-            { label: 'p99', values: values(p99), color: '#b3261e' },
-          ],
-        });
-      })
-      .catch((err) => setError(String(err.message ?? err)));
-    get<{ data: EndpointRow[] }>(`/api/metrics/endpoints${qs({ ...base, sort, limit: 20 })}`)
-      .then((r) => setEndpoints(r.data))
-      .catch(() => setEndpoints([]));
-  }, [chosen, range, sort, params.get('from'), params.get('to')]);
+      get<Timeseries>(
+        `/api/metrics/timeseries${qs({ serviceName: chosen, from: w.from, to: w.to, metric, interval: intervalOf(w.span) })}`,
+      ).then((r) => r.series[0]?.points ?? []);
+    const [requests, failures, p50, p95, p99] = await Promise.all([
+      ts('requests'),
+      ts('failure_rate'),
+      ts('latency_p50'),
+      ts('latency_p95'),
+      ts('latency_p99'),
+    ]);
+    const values = (points: { value: number | null }[]) => points.map((p) => p.value);
+    return {
+      service: chosen,
+      times: requests.map((p) => Date.parse(p.t) / 1000),
+      requests: [{ label: 'requests', values: values(requests), color: '#2754c5' }],
+      failures: [
+        {
+          label: 'failure rate',
+          values: failures.map((p) => (p.value === null ? null : p.value * 100)),
+          color: '#b3261e',
+        },
+      ],
+      latency: [
+        { label: 'p50', values: values(p50), color: '#1e7b34' },
+        { label: 'p95', values: values(p95), color: '#c77700' },
+        { label: 'p99', values: values(p99), color: '#b3261e' },
+      ],
+    };
+  }, [chosen, range, from, to, mode]);
+  const endpoints = useAnswer(async () => {
+    if (!chosen) return { service: chosen, rows: [] as EndpointRow[] };
+    const w = asked();
+    const r = await get<{ data: EndpointRow[] }>(
+      `/api/metrics/endpoints${qs({ serviceName: chosen, from: w.from, to: w.to, sort, limit: 20 })}`,
+    );
+    return { service: chosen, rows: r.data };
+  }, [chosen, range, sort, from, to, mode]);
+  const error = overview.error ?? charts.error ?? endpoints.error;
+  const shown = charts.data?.service === chosen ? charts.data : null;
+  const rows = endpoints.data?.service === chosen ? endpoints.data.rows : [];
   const set = (changes: Record<string, string | null>) => navigate(withParams(params, changes));
   return html`<main>
     <h1>Services</h1>
@@ -125,7 +152,7 @@ export function ServicesPage(props: { loc: Location }) {
         ${Object.keys(RANGES).map((r) => html`<option value=${r}>Last ${r}</option>`)}
       </select>
     </div>
-    ${error ? html`<p role="alert" class="error">${error}</p>` : null}
+    ${error ? html`<p role="alert" class="error">${error.message}</p>` : null}
     ${cards && cards.length === 0 ? html`<p>No requests in this range. Send some (see Executions).</p>` : null}
     <div class="cards">${(cards ?? []).map(
       (
@@ -139,12 +166,12 @@ export function ServicesPage(props: { loc: Location }) {
       </a>`,
     )}</div>
     ${
-      chosen && charts
+      chosen && shown
         ? html`<h2>${chosen}</h2>
           <div class="charts">
-            <${Chart} label="Requests" times=${charts.times} series=${charts.requests} />
-            <${Chart} label="Failure rate" times=${charts.times} series=${charts.failures} unit="%" />
-            <${Chart} label="Latency" times=${charts.times} series=${charts.latency} unit=" ms" />
+            <${Chart} label="Requests" times=${shown.times} series=${shown.requests} />
+            <${Chart} label="Failure rate" times=${shown.times} series=${shown.failures} unit="%" />
+            <${Chart} label="Latency" times=${shown.times} series=${shown.latency} unit=" ms" />
           </div>
           <h2>Top endpoints</h2>
           <div class="search"><label for="endpoint-sort">Sort by</label>
@@ -152,10 +179,8 @@ export function ServicesPage(props: { loc: Location }) {
               ${ENDPOINT_SORTS.map(([v, l]) => html`<option value=${v}>${l}</option>`)}
             </select></div>
           <div class="scroll"><table aria-label="Top endpoints"><thead><tr><th>Endpoint</th><th>Requests</th><th>Failure rate</th><th>p50</th><th>p95</th><th>p99</th></tr></thead>
-            <tbody>${endpoints.map(
-              (
-                e,
-              ) => html`<tr><td><a href=${`/executions?q=${encodeURIComponent(`service:${e.service} endpoint:${e.endpoint}`)}&range=${range}`}>${e.method ?? ''} ${e.endpoint}</a></td>
+            <tbody>${rows.map(
+              (e) => html`<tr><td><a href=${executionsOf(e, params)}>${e.method ?? ''} ${e.endpoint}</a></td>
                 <td class="num">${e.requests.toLocaleString()}</td><td class="num">${pct(e.failureRate)}</td>
                 <td class="num">${ms(e.p50)}</td><td class="num">${ms(e.p95)}</td><td class="num">${ms(e.p99)}</td></tr>`,
             )}</tbody></table></div>`

@@ -1,8 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, type ErrorDetail, get, qs } from './api.js';
+import type { ErrorDetail } from './api.js';
+import { get, qs, useAnswer } from './api.js';
 import { freshTestKey } from './auth.js';
 import { copy, html, ms, when } from './html.js';
-import { type Location, navigate, withParams } from './router.js';
+import { currentMode, type Location, navigate, withParams } from './router.js';
 
 interface ExecutionRow {
   executionId: string;
@@ -61,31 +62,58 @@ function MarkedQuery(props: { q: string; detail: ErrorDetail }) {
   return html`<code>${q.slice(0, at)}<mark>${q.slice(at, end)}</mark>${q.slice(end)}</code>`;
 }
 
-function EmptyState() {
+interface KeyListed {
+  mode: 'test' | 'live';
+  prefix: string;
+  last4: string;
+  permissions: string[];
+  revokedAt: string | null;
+}
+
+/**
+ * What to send when the workspace has nothing in this view's mode (CONTRACT §14): a curl with the full test key
+ * right after sign-up (kept in memory from its answer, never stored); elsewhere the key named by prefix and last 4,
+ * with the way to Settings, where a new one can be made.
+ */
+function EmptyState(props: { mode: 'test' | 'live' }) {
   const origin = location.origin;
-  const key = freshTestKey ?? 'svc_test_…';
+  const fresh = props.mode === 'test' ? freshTestKey : null;
+  const keys = useAnswer(
+    () => (fresh ? Promise.resolve({ data: [] }) : get<{ data: KeyListed[] }>('/api/keys')),
+    [fresh],
+  );
+  // Shown once the key is known: no placeholder that turns into a key a moment later.
+  if (keys.loading) return null;
+  const named = keys.data?.data.find(
+    (k) => k.mode === props.mode && !k.revokedAt && k.permissions.includes('ingest'),
+  );
+  const key = fresh ?? (named ? `${named.prefix}…${named.last4}` : `svc_${props.mode}_…`);
   const curl = `curl -s -X POST ${origin}/api/ingest \\
   -H "authorization: Bearer ${key}" -H 'content-type: application/json' \\
   -d '{"resource":{"service":"checkout"},"executions":[{"endpoint":"/orders/42","method":"POST",
        "startedAt":"'$(date -u +%Y-%m-%dT%H:%M:%SZ)'","durationMs":182,"statusCode":500}]}'`;
   return html`<section class="empty" aria-label="No executions yet">
     <h2>No executions yet</h2>
-    <p>Send one with your test key${freshTestKey ? '' : ' (its full value was shown once; see Settings for your keys)'}:</p>
+    ${
+      fresh
+        ? html`<p>Send one with your test key:</p>`
+        : html`<p>Send one with your ${props.mode} key ${named ? html`<code>${named.prefix}…${named.last4}</code>` : null}
+            (its full value was shown once, when it was made; <a href="/settings">Settings</a> makes a new one):</p>`
+    }
     <pre>${curl}</pre>
     <button type="button" onClick=${(e: Event) => copy(curl, (e.target as Element).previousElementSibling)}>Copy</button>
     <p>Or instrument an app: the Node SDK (<code>init()</code>) or any OpenTelemetry SDK pointed at ${origin}.</p>
   </section>`;
 }
 
+/** The probe of an empty range: the workspace's latest execution in the last 30 days, if any. */
+const PROBE_DAYS = 30;
+
 /** Executions (CONTRACT §14): the search bar, range, status and sort, the table, paging; all in the URL. */
 export function ExecutionsPage(props: { loc: Location }) {
   const { params } = props.loc;
   const q = params.get('q') ?? '';
   const [text, setText] = useState(q);
-  const [result, setResult] = useState<Page<ExecutionRow> | null>(null);
-  const [error, setError] = useState<ApiError | null>(null);
-  const [loading, setLoading] = useState(false);
-  const [tick, setTick] = useState(0);
   const timer = useRef<number | undefined>(undefined);
   const page = Number(params.get('page') ?? '1') || 1;
   const status = params.get('status') ?? '';
@@ -95,28 +123,13 @@ export function ExecutionsPage(props: { loc: Location }) {
   // The box follows the URL (back button, a link).
   useEffect(() => setText(q), [q]);
 
-  useEffect(() => {
-    let live = true;
+  const answer = useAnswer(() => {
     const { from, to } = rangeOf(params);
-    setLoading(true);
-    get<Page<ExecutionRow>>(
+    return get<Page<ExecutionRow>>(
       `/api/executions${qs({ q, status, sort, page, pageSize: 50, from: new Date(from).toISOString(), to: new Date(to).toISOString() })}`,
-    )
-      .then((r) => {
-        if (!live) return;
-        setResult(r);
-        setError(null);
-      })
-      .catch((err) => {
-        if (!live) return;
-        if (err instanceof ApiError && err.status === 400) setError(err);
-        else setError(err instanceof ApiError ? err : new ApiError(0, 'ERROR', String(err), []));
-      })
-      .finally(() => live && setLoading(false));
-    return () => {
-      live = false;
-    };
-  }, [props.loc, tick]);
+    );
+  }, [props.loc]);
+  const { data: result, error, loading } = answer;
 
   // As the user types: the query goes into the URL (replacing the entry) after a pause, and is checked then. The
   // URL is read when the pause ends (a filter changed meanwhile stays), and a page left meanwhile is left alone.
@@ -137,11 +150,22 @@ export function ExecutionsPage(props: { loc: Location }) {
   };
   const set = (changes: Record<string, string | number | null>) => navigate(withParams(params, changes));
   const qError = error?.details.find((d) => d.path === 'q');
-  const empty = result && result.total === 0 && !q && !status && !error;
+  const nothing = !!result && result.total === 0 && !q && !status && !error;
+  // Nothing in the range: is there anything at all? If not, the empty state; if so, where the latest one is.
+  const latest = useAnswer(
+    () =>
+      nothing
+        ? get<Page<ExecutionRow>>(
+            `/api/executions${qs({ pageSize: 1, from: new Date(Date.now() - PROBE_DAYS * 86_400_000).toISOString() })}`,
+          ).then((r) => r.data[0] ?? null)
+        : Promise.resolve(null),
+    [nothing, props.loc],
+  );
+  const empty = nothing && !latest.loading && latest.data === null && !latest.error;
   // While the workspace is empty, look again every few seconds: the first executions show up as they arrive.
   useEffect(() => {
     if (!empty) return;
-    const t = window.setTimeout(() => setTick((n) => n + 1), 3000);
+    const t = window.setTimeout(answer.reload, 3000);
     return () => clearTimeout(t);
   }, [empty, result]);
 
@@ -174,9 +198,16 @@ export function ExecutionsPage(props: { loc: Location }) {
           </div>`
         : null
     }
-    ${empty ? html`<${EmptyState} />` : null}
+    ${empty ? html`<${EmptyState} mode=${currentMode()} />` : null}
     ${
-      result && !empty && !error
+      nothing && latest.data
+        ? html`<p class="meta">No executions in this range. The latest was at
+            <a href=${`/executions/${encodeURIComponent(latest.data.executionId)}`}>${when(latest.data.startedAt)}</a>;
+            <button type="button" class="link" onClick=${() => set({ range: '7d', from: null, to: null, page: null })}>show the last 7 days</button>.</p>`
+        : null
+    }
+    ${
+      result && !nothing && !error
         ? html`<p class="meta" aria-live="polite">${result.total.toLocaleString()} executions${loading ? ' (updating…)' : ''}</p>
           <div class="scroll"><table>
             <thead><tr><th>Started</th><th>Service</th><th>Endpoint</th><th>Status</th><th>Duration</th><th>Outcome</th></tr></thead>
@@ -231,20 +262,13 @@ const pretty = (v: unknown) => JSON.stringify(v, null, 2);
 
 /** One execution (CONTRACT §14): a heading with its id, every field, its exception, logs and spans, its issue. */
 export function ExecutionPage(props: { id: string }) {
-  const [e, setE] = useState<Detail | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    setE(null);
-    get<Detail>(`/api/executions/${encodeURIComponent(props.id)}`)
-      .then(setE)
-      .catch((err) =>
-        setError(
-          err instanceof ApiError && err.status === 404 ? 'No such execution.' : String(err.message ?? err),
-        ),
-      );
-  }, [props.id]);
-  if (error) return html`<main><h1>${props.id}</h1><p role="alert">${error}</p></main>`;
-  if (!e) return html`<main><h1>${props.id}</h1><p>Loading…</p></main>`;
+  const { data: e, error } = useAnswer(
+    () => get<Detail>(`/api/executions/${encodeURIComponent(props.id)}`),
+    [props.id],
+  );
+  if (error)
+    return html`<main><h1>${props.id}</h1><p role="alert">${error.status === 404 ? 'No such execution.' : error.message}</p></main>`;
+  if (!e || e.executionId !== props.id) return html`<main><h1>${props.id}</h1><p>Loading…</p></main>`;
   const fields: [string, unknown][] = [
     ['Service', e.service],
     ['Environment', e.environment],

@@ -39,33 +39,47 @@ const message = (err: unknown) =>
 
 const inputValue = (e: Event) => (e.target as HTMLInputElement).value;
 
+/** The number fields of the form, as typed (a field being edited may be empty; it is checked when saved). */
+const NUMBER_FIELDS = [
+  ['retention', 'Retention (days)', 1, 400, 1],
+  ['deg-rate', 'Degraded at failure rate (%)', 0, 100, 0.1],
+  ['deg-p95', 'Degraded at p95 (ms)', 0, undefined, 1],
+  ['crit-rate', 'Critical at failure rate (%)', 0, 100, 0.1],
+  ['crit-p95', 'Critical at p95 (ms)', 0, undefined, 1],
+] as const;
+type NumberField = (typeof NUMBER_FIELDS)[number][0];
+
+function numbersOf(s: Settings): Record<NumberField, string> {
+  const t = s.healthThresholds;
+  // Percentages rounded to what a person typed (0.1 × 100 is 10.000000000000002).
+  const percent = (n: number) => String(Math.round(n * 100_000) / 1000);
+  return {
+    retention: String(s.retentionDays),
+    'deg-rate': percent(t.degraded.failureRate),
+    'deg-p95': String(t.degraded.p95Ms),
+    'crit-rate': percent(t.critical.failureRate),
+    'crit-p95': String(t.critical.p95Ms),
+  };
+}
+
 /** Workspace settings (CONTRACT §10): each field a labelled control, saved together. */
 function SettingsForm() {
-  const [s, setS] = useState<Settings | null>(null);
   const [keys, setKeys] = useState('');
   const [rules, setRules] = useState('');
+  const [numbers, setNumbers] = useState<Record<NumberField, string> | null>(null);
   const [status, setStatus] = useState<{ ok: boolean; text: string } | null>(null);
+  const show = (r: Settings) => {
+    setKeys(r.indexedContextKeys.join('\n'));
+    setRules(JSON.stringify(r.outcomeRules, null, 2));
+    setNumbers(numbersOf(r));
+  };
   useEffect(() => {
     get<Settings>('/api/workspace/settings')
-      .then((r) => {
-        setS(r);
-        setKeys(r.indexedContextKeys.join('\n'));
-        setRules(JSON.stringify(r.outcomeRules, null, 2));
-      })
+      .then(show)
       .catch((err) => setStatus({ ok: false, text: message(err) }));
   }, []);
-  if (!s) return status ? html`<p role="alert" class="error">${status.text}</p>` : html`<p>Loading…</p>`;
-  const threshold = (level: 'degraded' | 'critical', field: 'failureRate' | 'p95Ms', value: string) =>
-    setS({
-      ...s,
-      healthThresholds: {
-        ...s.healthThresholds,
-        [level]: {
-          ...s.healthThresholds[level],
-          [field]: field === 'failureRate' ? Number(value) / 100 : Number(value),
-        },
-      },
-    });
+  if (!numbers)
+    return status ? html`<p role="alert" class="error">${status.text}</p>` : html`<p>Loading…</p>`;
   const save = async (e: Event) => {
     e.preventDefault();
     let outcomeRules: unknown;
@@ -75,6 +89,15 @@ function SettingsForm() {
       setStatus({ ok: false, text: 'Outcome rules: not valid JSON' });
       return;
     }
+    const n = {} as Record<NumberField, number>;
+    for (const [id, label] of NUMBER_FIELDS) {
+      const v = numbers[id].trim() === '' ? Number.NaN : Number(numbers[id]);
+      if (!Number.isFinite(v)) {
+        setStatus({ ok: false, text: `${label}: a number is needed` });
+        return;
+      }
+      n[id] = v;
+    }
     try {
       const saved = await api<Settings>('PATCH', '/api/workspace/settings', {
         indexedContextKeys: keys
@@ -82,41 +105,36 @@ function SettingsForm() {
           .map((k) => k.trim())
           .filter(Boolean),
         outcomeRules,
-        retentionDays: s.retentionDays,
-        healthThresholds: s.healthThresholds,
+        retentionDays: n.retention,
+        healthThresholds: {
+          degraded: { failureRate: n['deg-rate'] / 100, p95Ms: n['deg-p95'] },
+          critical: { failureRate: n['crit-rate'] / 100, p95Ms: n['crit-p95'] },
+        },
       });
-      setS(saved);
+      show(saved);
       setStatus({ ok: true, text: 'Saved. The changes apply to data sent from now on.' });
     } catch (err) {
       setStatus({ ok: false, text: message(err) });
     }
   };
-  const t = s.healthThresholds;
+  const field = ([id, label, min, max, step]: (typeof NUMBER_FIELDS)[number]) =>
+    html`<label for=${id}>${label}</label>
+      <input id=${id} type="number" required min=${min} max=${max} step=${step} value=${numbers[id]}
+        onInput=${(e: Event) => setNumbers({ ...numbers, [id]: inputValue(e) })} />`;
   return html`<form class="settings" onSubmit=${save} aria-label="Workspace settings">
     <label for="indexed">Indexed context keys (one dotted path a line)</label>
     <textarea id="indexed" rows="4" value=${keys} onInput=${(e: Event) => setKeys(inputValue(e))}></textarea>
     <label for="rules">Outcome rules (JSON)</label>
     <textarea id="rules" rows="6" value=${rules} onInput=${(e: Event) => setRules(inputValue(e))}></textarea>
-    <label for="retention">Retention (days)</label>
-    <input id="retention" type="number" min="1" max="400" value=${s.retentionDays}
-      onInput=${(e: Event) => setS({ ...s, retentionDays: Number(inputValue(e)) })} />
-    <fieldset><legend>Health thresholds</legend>
-      <label for="deg-rate">Degraded at failure rate (%)</label>
-      <input id="deg-rate" type="number" min="0" max="100" step="0.1" value=${t.degraded.failureRate * 100} onInput=${(e: Event) => threshold('degraded', 'failureRate', inputValue(e))} />
-      <label for="deg-p95">Degraded at p95 (ms)</label>
-      <input id="deg-p95" type="number" min="0" value=${t.degraded.p95Ms} onInput=${(e: Event) => threshold('degraded', 'p95Ms', inputValue(e))} />
-      <label for="crit-rate">Critical at failure rate (%)</label>
-      <input id="crit-rate" type="number" min="0" max="100" step="0.1" value=${t.critical.failureRate * 100} onInput=${(e: Event) => threshold('critical', 'failureRate', inputValue(e))} />
-      <label for="crit-p95">Critical at p95 (ms)</label>
-      <input id="crit-p95" type="number" min="0" value=${t.critical.p95Ms} onInput=${(e: Event) => threshold('critical', 'p95Ms', inputValue(e))} />
-    </fieldset>
+    ${field(NUMBER_FIELDS[0])}
+    <fieldset><legend>Health thresholds</legend>${NUMBER_FIELDS.slice(1).map(field)}</fieldset>
     ${status ? html`<p role=${status.ok ? 'status' : 'alert'} class=${status.ok ? '' : 'error'}>${status.text}</p>` : null}
     <button type="submit">Save settings</button>
   </form>`;
 }
 
 /** API keys: the list, a new key (shown once, with a copy button), revocation. */
-function Keys() {
+function Keys(props: { admin: boolean }) {
   const [keys, setKeys] = useState<Key[]>([]);
   const [name, setName] = useState('');
   const [mode, setMode] = useState<'test' | 'live'>('live');
@@ -173,23 +191,28 @@ function Keys() {
           k,
         ) => html`<tr class=${k.revokedAt ? 'revoked' : ''}><td>${k.name}</td><td><code>${k.prefix}…${k.last4}</code></td><td>${k.mode}</td>
           <td>${k.permissions.join(', ')}</td><td>${k.lastUsedAt ? when(k.lastUsedAt) : 'never'}</td>
-          <td>${k.revokedAt ? `revoked ${when(k.revokedAt)}` : html`<button type="button" onClick=${() => revoke(k)} aria-label=${`Revoke ${k.name}`}>Revoke</button>`}</td></tr>`,
+          <td>${k.revokedAt ? `revoked ${when(k.revokedAt)}` : props.admin ? html`<button type="button" onClick=${() => revoke(k)} aria-label=${`Revoke ${k.name}`}>Revoke</button>` : null}</td></tr>`,
       )}</tbody></table></div>
-    <form class="inline" onSubmit=${create} aria-label="New key">
-      <label for="key-name">Key name</label>
-      <input id="key-name" required maxlength="100" value=${name} onInput=${(e: Event) => setName(inputValue(e))} />
-      <label for="key-mode">Mode</label>
-      <select id="key-mode" value=${mode} onChange=${(e: Event) => setMode((e.target as HTMLSelectElement).value as 'test' | 'live')}>
-        <option value="live">live</option><option value="test">test</option>
-      </select>
-      <label><input type="checkbox" checked=${read} onChange=${(e: Event) => setRead((e.target as HTMLInputElement).checked)} /> can read</label>
-      <button type="submit">Create key</button>
-    </form>
+    ${props.admin ? null : html`<p>Only owners and admins create and revoke keys.</p>`}
+    ${
+      props.admin
+        ? html`<form class="inline" onSubmit=${create} aria-label="New key">
+        <label for="key-name">Key name</label>
+        <input id="key-name" required maxlength="100" value=${name} onInput=${(e: Event) => setName(inputValue(e))} />
+        <label for="key-mode">Mode</label>
+        <select id="key-mode" value=${mode} onChange=${(e: Event) => setMode((e.target as HTMLSelectElement).value as 'test' | 'live')}>
+          <option value="live">live</option><option value="test">test</option>
+        </select>
+        <label><input type="checkbox" checked=${read} onChange=${(e: Event) => setRead((e.target as HTMLInputElement).checked)} /> can read</label>
+        <button type="submit">Create key</button>
+      </form>`
+        : null
+    }
   </section>`;
 }
 
 /** Members: the list, adding one (with a first password), removing one. */
-function Members() {
+function Members(props: { admin: boolean }) {
   const [members, setMembers] = useState<Member[]>([]);
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
@@ -228,28 +251,36 @@ function Members() {
     <div class="scroll"><table aria-label="Members"><thead><tr><th>Email</th><th>Role</th><th>Since</th><th></th></tr></thead>
       <tbody>${members.map(
         (m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${when(m.createdAt)}</td>
-          <td>${m.role === 'owner' ? null : html`<button type="button" onClick=${() => remove(m)} aria-label=${`Remove ${m.email}`}>Remove</button>`}</td></tr>`,
+          <td>${m.role === 'owner' || !props.admin ? null : html`<button type="button" onClick=${() => remove(m)} aria-label=${`Remove ${m.email}`}>Remove</button>`}</td></tr>`,
       )}</tbody></table></div>
-    <form class="inline" onSubmit=${add} aria-label="New member">
-      <label for="member-email">Member email</label>
-      <input id="member-email" type="email" required value=${email} onInput=${(e: Event) => setEmail(inputValue(e))} />
-      <label for="member-password">First password</label>
-      <input id="member-password" type="password" required minlength="10" autocomplete="new-password" value=${password} onInput=${(e: Event) => setPassword(inputValue(e))} />
-      <label for="member-role">Role</label>
-      <select id="member-role" value=${role} onChange=${(e: Event) => setRole((e.target as HTMLSelectElement).value)}>
-        <option value="member">member</option><option value="admin">admin</option>
-      </select>
-      <button type="submit">Add member</button>
-    </form>
+    ${
+      props.admin
+        ? html`<form class="inline" onSubmit=${add} aria-label="New member">
+        <label for="member-email">Member email</label>
+        <input id="member-email" type="email" required value=${email} onInput=${(e: Event) => setEmail(inputValue(e))} />
+        <label for="member-password">First password</label>
+        <input id="member-password" type="password" required minlength="10" autocomplete="new-password" value=${password} onInput=${(e: Event) => setPassword(inputValue(e))} />
+        <label for="member-role">Role</label>
+        <select id="member-role" value=${role} onChange=${(e: Event) => setRole((e.target as HTMLSelectElement).value)}>
+          <option value="member">member</option><option value="admin">admin</option>
+        </select>
+        <button type="submit">Add member</button>
+      </form>`
+        : null
+    }
   </section>`;
 }
 
-/** Settings (CONTRACT §14): workspace settings, API keys, members. */
-export function SettingsPage() {
+/**
+ * Settings (CONTRACT §14): workspace settings, API keys, members. A plain member sees the keys and members; the
+ * controls that only owners and admins may use (CONTRACT §10) are not offered.
+ */
+export function SettingsPage(props: { role: string }) {
+  const admin = props.role === 'owner' || props.role === 'admin';
   return html`<main class="detail">
     <h1>Settings</h1>
-    <${SettingsForm} />
-    <${Keys} />
-    <${Members} />
+    ${admin ? html`<${SettingsForm} />` : html`<p>Only owners and admins see and change the workspace's settings.</p>`}
+    <${Keys} admin=${admin} />
+    <${Members} admin=${admin} />
   </main>`;
 }

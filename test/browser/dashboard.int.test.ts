@@ -24,7 +24,13 @@ beforeAll(async () => {
     throw new Error(
       "no Chromium: install Debian's chromium (npm test does it with apt as root) or set CHROMIUM_BIN",
     );
-  stack = await startStack('dashboard', { PORT: '0', HOST: '127.0.0.1' }, { listen: true });
+  // The read limits a real user has (the service's defaults, not the test stacks' lifted ones): the page must
+  // live within them, and a test spends them to see a real 429.
+  stack = await startStack(
+    'dashboard',
+    { PORT: '0', HOST: '127.0.0.1', READ_RATE_PER_SEC: '20', READ_BURST: '40' },
+    { listen: true },
+  );
   base = stack.service.url!;
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
 }, 60_000);
@@ -263,6 +269,248 @@ describe('the dashboard', () => {
     await page.reload();
     await expect.poll(() => search.inputValue()).toBe('status:failed');
     await expect(page.evaluate('document.documentElement.scrollWidth')).resolves.toBeLessThanOrEqual(360);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
+
+/** A workspace made over the API: its owner's session token and its test key. */
+async function signupOverApi(
+  email: string,
+): Promise<{ token: string; testKey: string; prefix: string; last4: string }> {
+  const res = await fetch(`${base}/api/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password: 'long enough password' }),
+  });
+  expect(res.status).toBe(201);
+  const a = (await res.json()) as {
+    session: { token: string };
+    testKey: { key: string; prefix: string; last4: string };
+  };
+  return { token: a.session.token, testKey: a.testKey.key, prefix: a.testKey.prefix, last4: a.testKey.last4 };
+}
+
+async function signIn(page: Page, email: string): Promise<void> {
+  await page.goto(`${base}/login`);
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill('long enough password');
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('navigation', { name: 'Main' }).waitFor();
+}
+
+interface Focused {
+  tag: string;
+  id: string;
+  text: string;
+  href: string;
+}
+
+/**
+ * The element that has the keyboard's focus. (The page's code is given as text: this project's TypeScript has no
+ * DOM types outside the dashboard.)
+ */
+const focused = (page: Page) =>
+  page.evaluate<Focused>(`(() => {
+    const el = document.activeElement;
+    return {
+      tag: el ? el.tagName.toLowerCase() : '',
+      id: el?.id ?? '',
+      text: el?.textContent?.trim() ?? '',
+      href: el?.getAttribute('href') ?? '',
+    };
+  })()`);
+
+/** Presses Tab until `match` holds for the focused element (at most `max` times); fails if it never does. */
+async function tabTo(page: Page, match: (f: Focused) => boolean, max = 40) {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press('Tab');
+    if (match(await focused(page))) return;
+  }
+  throw new Error(`no element matched after ${max} tabs; focus is on ${JSON.stringify(await focused(page))}`);
+}
+
+describe('the dashboard, away from sign-up', () => {
+  it('names the test key in the empty state; pages, sorts and filters; a member sees what a member may do; a 429 is waited out; it works with the keyboard alone', async () => {
+    const ownerEmail = `owner-${Date.now()}@example.com`;
+    const owner = await signupOverApi(ownerEmail);
+    const asOwner = (method: string, url: string, body?: unknown) =>
+      fetch(`${base}${url}`, {
+        method,
+        headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const errors = consoleErrors(page);
+    await signIn(page, ownerEmail);
+
+    // The empty state away from sign-up: the test key by prefix and last 4, never in full, and the way to Settings.
+    const empty = page.getByRole('region', { name: 'No executions yet' });
+    await empty.waitFor();
+    const text = (await empty.textContent()) ?? '';
+    expect(text).toContain(`${owner.prefix}…${owner.last4}`);
+    expect(text).not.toContain(owner.testKey);
+    expect(await empty.getByRole('link', { name: 'Settings' }).count()).toBe(1);
+
+    // 60 executions in the last minutes (durations 1…60 ms), two kinds of failure (two issues).
+    const now = Date.now();
+    const executions = Array.from({ length: 60 }, (_, i) => ({
+      executionId: `page-${String(i).padStart(2, '0')}`,
+      endpoint: `/items/${i}`,
+      method: 'GET',
+      startedAt: now - 120_000 + i * 1000,
+      durationMs: i + 1,
+      statusCode: i === 7 || i === 8 ? 500 : 200,
+      ...(i === 7 ? { exception: { type: 'RangeError', message: 'page out of range' } } : {}),
+      ...(i === 8 ? { exception: { type: 'SyntaxError', message: 'bad cursor' } } : {}),
+    }));
+    const res = await fetch(`${base}/api/ingest`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${owner.testKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ resource: { service: 'catalog' }, executions }),
+    });
+    expect(res.status).toBe(202);
+    await stack.service.pipeline!.drained();
+
+    // Paging: 50 on the first page, the other 10 on the second, the page in the URL, the back button.
+    const rows = page.locator('table tbody tr');
+    await page.goto(`${base}/executions?range=1h`);
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(50);
+    await page.getByRole('button', { name: 'Next' }).click();
+    await page.waitForURL(/page=2/);
+    await expect.poll(() => rows.count()).toBe(10);
+    expect(await page.getByRole('button', { name: 'Next' }).isDisabled()).toBe(true);
+    await page.goBack();
+    await expect.poll(() => rows.count()).toBe(50);
+
+    // Sorting: slowest first, then fastest first, each in the URL.
+    await page.getByLabel('Sort').selectOption('-durationMs');
+    await page.waitForURL(/sort=-durationMs/);
+    await expect.poll(() => rows.first().textContent()).toContain('/items/59');
+    await page.getByLabel('Sort').selectOption('durationMs');
+    await page.waitForURL(/sort=durationMs/);
+    await expect.poll(() => rows.first().textContent()).toContain('/items/0');
+
+    // A range with nothing in it, in a workspace that has data: not the empty state, but where the latest one is.
+    await page.goto(
+      `${base}/executions?from=${new Date(now - 10 * 86_400_000).toISOString()}&to=${new Date(now - 9 * 86_400_000).toISOString()}`,
+    );
+    await page.getByText(/No executions in this range\. The latest was at/).waitFor();
+    expect(await empty.count()).toBe(0);
+    await page.getByRole('button', { name: 'show the last 7 days' }).click();
+    await page.waitForURL(/range=7d/);
+    await expect.poll(() => rows.count()).toBe(50);
+
+    // Issues: the assignee filter.
+    const issues = (await (await asOwner('GET', '/api/issues?status=open')).json()) as {
+      data: { id: string; title: string }[];
+    };
+    expect(issues.data).toHaveLength(2);
+    const me = (await (await asOwner('GET', '/api/auth/me')).json()) as { user: { id: string } };
+    const mine = issues.data.find((i) => i.title.startsWith('RangeError'))!;
+    expect((await asOwner('PATCH', `/api/issues/${mine.id}`, { assignee: me.user.id })).status).toBe(200);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Issues' }).click();
+    await expect.poll(() => rows.count()).toBe(2);
+    await page.getByLabel('Assigned to').selectOption({ label: ownerEmail });
+    await page.waitForURL(/assignee=/);
+    await expect.poll(() => rows.count()).toBe(1);
+    await expect(rows.first().textContent()).resolves.toContain('RangeError');
+    await page.getByLabel('Assigned to').selectOption('none');
+    await expect.poll(() => rows.first().textContent()).toContain('SyntaxError');
+    expect(await rows.count()).toBe(1);
+    // Sorted by occurrences: both have one, so both listed.
+    await page.getByLabel('Assigned to').selectOption('');
+    await page.getByLabel('Sort').selectOption('-occurrences');
+    await page.waitForURL(/sort=-occurrences/);
+    await expect.poll(() => rows.count()).toBe(2);
+
+    // The services chart is drawn with the data: the requests line's colour is on the canvas.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Services' }).click();
+    await page.getByRole('region', { name: 'Requests', exact: true }).locator('canvas').first().waitFor();
+    // Pixels of #2754c5, the requests series' stroke (antialiased ones near it).
+    const drawn = await page.evaluate<number>(`(() => {
+      const c = document.querySelector('section[aria-label="Requests"] canvas');
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4)
+        if (Math.abs(d[i] - 0x27) < 24 && Math.abs(d[i + 1] - 0x54) < 24 && Math.abs(d[i + 2] - 0xc5) < 24) n++;
+      return n;
+    })()`);
+    expect(drawn).toBeGreaterThan(10);
+    // An endpoint's link lists that endpoint's executions (its template's prefix and method, quoted into the search).
+    await page
+      .getByRole('table', { name: 'Top endpoints' })
+      .getByRole('link', { name: 'GET /items/:id' })
+      .click();
+    await page.waitForURL(/\/executions\?q=/);
+    await expect(page.getByRole('searchbox', { name: 'Search' }).inputValue()).resolves.toBe(
+      'service:"catalog" endpoint:"/items/*" method:GET',
+    );
+    await expect.poll(() => rows.count()).toBe(50);
+
+    // A plain member: sees the keys and the members, not the controls only owners and admins may use.
+    const memberEmail = `member-${Date.now()}@example.com`;
+    const added = await asOwner('POST', '/api/workspace/members', {
+      email: memberEmail,
+      password: 'long enough password',
+      role: 'member',
+    });
+    expect(added.status).toBe(201);
+    const member = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+    const memberErrors = consoleErrors(member);
+    await signIn(member, memberEmail);
+    await member.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Settings' }).click();
+    await member.getByText("Only owners and admins see and change the workspace's settings.").waitFor();
+    await expect.poll(() => member.getByRole('table', { name: 'Keys' }).locator('tbody tr').count()).toBe(1);
+    expect(await member.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    expect(await member.getByRole('button', { name: /^Revoke/ }).count()).toBe(0);
+    expect(await member.getByRole('button', { name: 'Save settings' }).count()).toBe(0);
+    expect(await member.getByRole('button', { name: 'Add member' }).count()).toBe(0);
+    expect(await member.getByRole('button', { name: /^Remove/ }).count()).toBe(0);
+
+    // A 429 (the session's read budget spent for real, the view asked right behind it): the page says so, waits
+    // its retry-after, and shows the view.
+    await member.evaluate(`(async () => {
+      while ((await fetch('/api/issues?pageSize=1')).status !== 429);
+      // What trickles back meanwhile is spent too, right before the view's own request.
+      for (let i = 0; i < 5; i++) fetch('/api/issues?pageSize=1');
+      document.querySelector('nav[aria-label="Main"] a[href="/executions"]').click();
+    })()`);
+    await member
+      .getByRole('status')
+      .filter({ hasText: /Too many requests: trying again in \d+ s/ })
+      .waitFor();
+    await expect.poll(() => member.locator('table tbody tr').count(), { timeout: 15_000 }).toBe(50);
+    expect(
+      await member
+        .getByRole('status')
+        .filter({ hasText: /Too many requests/ })
+        .count(),
+    ).toBe(0);
+    // The browser's own line for each 429 of the budget spent above is expected; nothing else.
+    expect(memberErrors.filter((e) => !/status of 429/.test(e))).toEqual([]);
+    await member.close();
+
+    // The keyboard alone: to the search box, a query, to the first result, its page.
+    await page.goto(`${base}/executions?range=1h`);
+    await expect.poll(() => rows.count()).toBe(50);
+    await tabTo(page, (f) => f.id === 'search');
+    await page.keyboard.type('status:failed');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/q=status%3Afailed/);
+    await expect.poll(() => rows.count()).toBe(2);
+    await tabTo(page, (f) => f.tag === 'a' && f.href.startsWith('/executions/page-'));
+    const target = (await focused(page)).href;
+    await page.keyboard.press('Enter');
+    await page.waitForURL((u) => u.pathname === target);
+    // On its issue's page, Resolve by the keyboard.
+    await tabTo(page, (f) => f.tag === 'a' && f.href.startsWith('/issues/'));
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/issues\/iss_/);
+    await page.getByRole('button', { name: 'Resolve' }).waitFor();
+    await tabTo(page, (f) => f.tag === 'button' && f.text === 'Resolve');
+    await page.keyboard.press('Enter');
+    await page.getByRole('button', { name: 'Reopen' }).waitFor();
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -1,8 +1,9 @@
 // Builds the dashboard (CONTRACT §14) into dist/dashboard: one ES module bundle and its CSS (esbuild, minified),
 // and the page. The service serves that directory; nothing is fetched from elsewhere at run time.
-import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -22,3 +23,11 @@ await build({
   logLevel: 'warning',
 });
 copyFileSync(path.join(here, 'index.html'), path.join(out, 'index.html'));
+// Compressed copies beside each asset, served as they are when the browser accepts them (no work per request).
+for (const name of readdirSync(out)) {
+  if (!/\.(js|css)$/.test(name)) continue;
+  const file = path.join(out, name);
+  const raw = readFileSync(file);
+  writeFileSync(`${file}.gz`, gzipSync(raw, { level: 9 }));
+  writeFileSync(`${file}.br`, brotliCompressSync(raw, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } }));
+}

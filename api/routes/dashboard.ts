@@ -65,6 +65,8 @@ export const dashboardRoutes = (): FastifyPluginAsync => async (app) => {
     maxAge: 60_000,
     index: false,
     schemaHide: true,
+    // app.js.br and app.js.gz, made by the build, for a browser that accepts them.
+    preCompressed: true,
   });
   for (const url of PAGE_PATHS) {
     app.get(url, { schema: { hide: true } }, async (_req, reply) =>

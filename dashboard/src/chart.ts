@@ -1,4 +1,4 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useLayoutEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { html } from './html.js';
@@ -16,7 +16,8 @@ export interface ChartSeries {
  */
 export function Chart(props: { label: string; times: number[]; series: ChartSeries[]; unit?: string }) {
   const box = useRef<HTMLDivElement>(null);
-  useEffect(() => {
+  // Drawn in the same frame as the data's render (an effect would wait a frame more).
+  useLayoutEffect(() => {
     const el = box.current;
     if (!el) return;
     const width = () => Math.max(280, el.clientWidth);

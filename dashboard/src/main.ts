@@ -32,12 +32,24 @@ const PAGES: [string, string][] = [
   ['/settings', 'Settings'],
 ];
 
-function Nav(props: { path: string; me: Me; onSignOut: () => void }) {
+/** The views over a time range (executions, services) keep the one being looked at when the user moves between them. */
+function withRange(href: string, params: URLSearchParams): string {
+  if (href !== '/executions' && href !== '/services') return href;
+  const out = new URLSearchParams();
+  for (const k of ['range', 'from', 'to']) {
+    const v = params.get(k);
+    if (v) out.set(k, v);
+  }
+  const s = out.toString();
+  return s ? `${href}?${s}` : href;
+}
+
+function Nav(props: { path: string; params: URLSearchParams; me: Me; onSignOut: () => void }) {
   return html`<header>
     <nav aria-label="Main">
       ${PAGES.map(
         ([href, label]) =>
-          html`<a href=${href} aria-current=${props.path.startsWith(href) ? 'page' : undefined}>${label}</a>`,
+          html`<a href=${withRange(href, props.params)} aria-current=${props.path.startsWith(href) ? 'page' : undefined}>${label}</a>`,
       )}
     </nav>
     <label for="mode" class="visually-hidden">Mode</label>
@@ -128,7 +140,7 @@ function App() {
           : path === '/settings'
             ? html`<${SettingsPage} role=${me.role} />`
             : html`<${ExecutionsPage} loc=${loc} />`;
-  return html`<${Nav} path=${path} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
+  return html`<${Nav} path=${path} params=${loc.params} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }
 
 document.addEventListener('click', onLinkClick);

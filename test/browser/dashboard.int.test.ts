@@ -1,6 +1,10 @@
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStack, type TestStack } from '../support/env.js';
@@ -89,6 +93,13 @@ describe('the dashboard', () => {
     const curl = (await page.locator('pre').textContent()) ?? '';
     const key = /svc_test_[A-Za-z0-9]{32}/.exec(curl)?.[0];
     expect(key, curl).toBeDefined();
+    // Pasted into a shell as shown, it is taken; the page, looking again every 3 s, shows it without a reload. (Not
+    // execFileSync: the service answering it runs in this process.)
+    const { stdout } = await promisify(execFile)('bash', ['-c', curl], { encoding: 'utf8', timeout: 10_000 });
+    const answer = JSON.parse(stdout) as { accepted: { executions: number } };
+    expect(answer.accepted.executions).toBe(1);
+    const rows = page.locator('table tbody tr');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(1);
 
     const now = Date.now();
     const res = await fetch(`${base}/api/ingest`, {
@@ -120,16 +131,17 @@ describe('the dashboard', () => {
     });
     expect(res.status).toBe(202);
     await stack.service.pipeline!.drained();
-
-    // The empty state looks again by itself (every 3 s): no reload needed.
-    const rows = page.locator('table tbody tr');
-    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    await page.reload();
+    await expect.poll(() => rows.count()).toBe(3);
     await shot(page, 'executions');
 
     // The query language, as the user types: the URL follows (a link shows the same view).
     const search = page.getByRole('searchbox', { name: 'Search' });
     await search.fill('status:failed service:checkout');
     await page.waitForURL(/q=status%3Afailed/);
+    await expect.poll(() => rows.count()).toBe(2);
+    await search.fill('status:failed endpoint:/orders/2');
+    await page.waitForURL(/q=status%3Afailed\+endpoint/);
     await expect.poll(() => rows.count()).toBe(1);
     await expect(rows.first().textContent()).resolves.toContain('/orders/2');
 
@@ -142,10 +154,10 @@ describe('the dashboard', () => {
     // Clearing the box removes the query from the URL, and the filter with it.
     await search.fill('');
     await page.waitForURL((u) => !u.search.includes('q='));
-    await expect.poll(() => rows.count()).toBe(2);
+    await expect.poll(() => rows.count()).toBe(3);
 
     // A valid query again, then the execution's page by its link, then back to the same search.
-    await search.fill('status:failed service:checkout');
+    await search.fill('status:failed endpoint:/orders/2');
     await expect.poll(() => rows.count()).toBe(1);
     await rows.first().getByRole('link').click();
     await page.waitForURL(/\/executions\/dash-fail-1$/);
@@ -156,7 +168,7 @@ describe('the dashboard', () => {
     await page.goBack();
     await page.waitForURL(/q=status%3Afailed/);
     await expect.poll(() => rows.count()).toBe(1);
-    await expect(search.inputValue()).resolves.toBe('status:failed service:checkout');
+    await expect(search.inputValue()).resolves.toBe('status:failed endpoint:/orders/2');
 
     // The failure's issue: from the execution's page, resolved, assigned and commented on.
     await page.goForward();
@@ -232,7 +244,7 @@ describe('the dashboard', () => {
     // Live data: the mode is part of the view, and in-app links keep it.
     await stack.service.pipeline!.drained();
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Executions' }).click();
-    await expect.poll(() => rows.count()).toBe(2);
+    await expect.poll(() => rows.count()).toBe(3);
     await page.getByLabel('Mode').selectOption('live');
     await page.waitForURL(/mode=live/);
     await expect.poll(() => rows.count()).toBe(1);
@@ -271,6 +283,49 @@ describe('the dashboard', () => {
     await expect(page.evaluate('document.documentElement.scrollWidth')).resolves.toBeLessThanOrEqual(360);
     expect(errors).toEqual([]);
     await page.close();
+  });
+});
+
+/** A GET with exactly these headers (fetch would add its own accept-encoding and decode the body). */
+function rawGet(url: string, headers: Record<string, string>) {
+  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>(
+    (resolve, reject) => {
+      http
+        .get(url, { headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+          );
+        })
+        .on('error', reject);
+    },
+  );
+}
+
+describe('the dashboard as served', () => {
+  it('serves its page at every view path with a strict policy, and its assets compressed as the browser accepts', async () => {
+    for (const view of ['/', '/executions/some-id?mode=live', '/issues/iss_x', '/services', '/settings']) {
+      const page = await rawGet(`${base}${view}`, {});
+      expect(page.status, view).toBe(200);
+      expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+      const csp = String(page.headers['content-security-policy']);
+      expect(csp).toContain("default-src 'self'");
+      expect(csp).toContain("object-src 'none'");
+      expect(csp).not.toContain('unsafe-inline');
+      expect(page.body.toString()).toContain('/assets/app.js');
+    }
+    const plain = await rawGet(`${base}/assets/app.js`, {});
+    expect(plain.status).toBe(200);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    const br = await rawGet(`${base}/assets/app.js`, { 'accept-encoding': 'br, gzip' });
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(brotliDecompressSync(br.body).equals(plain.body)).toBe(true);
+    const gz = await rawGet(`${base}/assets/app.css`, { 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(gz.body).equals((await rawGet(`${base}/assets/app.css`, {})).body)).toBe(true);
+    // The script and the styles as a browser gets them: well under the issue's 150 KB for a first load.
+    expect(br.body.length + gz.body.length).toBeLessThan(150_000);
   });
 });
 
@@ -400,6 +455,13 @@ describe('the dashboard, away from sign-up', () => {
     await page.getByRole('button', { name: 'show the last 7 days' }).click();
     await page.waitForURL(/range=7d/);
     await expect.poll(() => rows.count()).toBe(50);
+    // The range goes along to the other view over time.
+    await expect(
+      page
+        .getByRole('navigation', { name: 'Main' })
+        .getByRole('link', { name: 'Services' })
+        .getAttribute('href'),
+    ).resolves.toBe('/services?range=7d');
 
     // Issues: the assignee filter.
     const issues = (await (await asOwner('GET', '/api/issues?status=open')).json()) as {
@@ -511,6 +573,21 @@ describe('the dashboard, away from sign-up', () => {
     await tabTo(page, (f) => f.tag === 'button' && f.text === 'Resolve');
     await page.keyboard.press('Enter');
     await page.getByRole('button', { name: 'Reopen' }).waitFor();
+
+    // Every page at 360 px: nothing wider than the screen (wide tables scroll inside their own box).
+    await page.setViewportSize({ width: 360, height: 740 });
+    for (const view of [
+      '/executions?range=1h',
+      page.url().slice(base.length),
+      '/issues',
+      '/services',
+      '/settings',
+    ]) {
+      await page.goto(`${base}${view}`);
+      await page.locator('main h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      expect(await page.evaluate('document.documentElement.scrollWidth'), view).toBeLessThanOrEqual(360);
+    }
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -32,7 +32,10 @@ export function onNotice(l: Listener): () => void {
   listeners.add(l);
   return () => listeners.delete(l);
 }
-const notice = (m: string | null) => {
+/** The requests waiting out a 429 or 503, with what each says: the banner shows while any waits. */
+const waiting = new Map<object, string>();
+const notice = () => {
+  const m = [...waiting.values()].at(-1) ?? null;
   for (const l of listeners) l(m);
 };
 
@@ -42,7 +45,21 @@ export function setUnauthorizedHandler(fn: () => void): void {
   onUnauthorized = fn;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A pause that ends early, rejecting, when the signal aborts (the view that asked is gone). */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    }, ms);
+    const stop = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', stop, { once: true });
+  });
+}
 
 /** The API paths whose data has a mode: they are asked in the view's mode (the URL's `mode`, else test). */
 const MODED = /^\/api\/(executions|issues|metrics|logs|ingest\/rejections)\b/;
@@ -57,7 +74,11 @@ function inViewMode(url: string): string {
   return `${url}${url.includes('?') ? '&' : '?'}mode=live`;
 }
 
-export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * One API call. `signal` is the asking view's: when it aborts (the view changed), the call stops, waits included,
+ * so a gone view's retries neither spend the read budget nor show the banner over the next view.
+ */
+export async function api<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const url = inViewMode(path);
   for (let attempt = 0; ; attempt++) {
     const res = await fetch(url, {
@@ -65,16 +86,24 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
       headers: body === undefined ? {} : { 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
       credentials: 'same-origin',
+      signal,
     });
     if ((res.status === 429 || res.status === 503) && attempt < 5) {
       const wait = Math.max(1, Number(res.headers.get('retry-after')) || 1);
-      notice(
+      const me = {};
+      waiting.set(
+        me,
         res.status === 429
           ? `Too many requests: trying again in ${wait} s`
           : `The service is busy: trying again in ${wait} s`,
       );
-      await sleep(wait * 1000);
-      notice(null);
+      notice();
+      try {
+        await sleep(wait * 1000, signal);
+      } finally {
+        waiting.delete(me);
+        notice();
+      }
       continue;
     }
     if (res.status === 204) return undefined as T;
@@ -88,7 +117,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   }
 }
 
-export const get = <T>(url: string) => api<T>('GET', url);
+export const get = <T>(url: string, signal?: AbortSignal) => api<T>('GET', url, undefined, signal);
 export const post = <T>(url: string, body: unknown) => api<T>('POST', url, body);
 
 /** A query string from parameters, leaving out empty ones. */
@@ -107,7 +136,10 @@ export const asApiError = (err: unknown): ApiError =>
     : new ApiError(0, 'NETWORK_ERROR', String((err as Error)?.message ?? err), []);
 
 export interface Answer<T> {
-  /** The latest answer of the view; the previous view's stays while the new one is asked (no blank flash). */
+  /**
+   * The latest answer: the previous one stays while the same view asks again or a changed view is asked (no blank
+   * flash); null before the first answer and after a failure (a failed view never shows another view's data).
+   */
   data: T | null;
   error: ApiError | null;
   loading: boolean;
@@ -116,22 +148,21 @@ export interface Answer<T> {
 }
 
 /**
- * The answer of `load` for the view that `deps` name. An answer that arrives after the view changed is dropped, so
- * a slow answer never overwrites a newer view's.
+ * The answer of `load` for the view that `deps` name. When the view changes, the call for the old one is aborted
+ * (its retries too) and an answer that still arrives is dropped, so a slow answer never overwrites a newer view's.
  */
-export function useAnswer<T>(load: () => Promise<T>, deps: unknown[]): Answer<T> {
+export function useAnswer<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Answer<T> {
   const [state, setState] = useState<Omit<Answer<T>, 'reload'>>({ data: null, error: null, loading: true });
   const [tick, setTick] = useState(0);
   useEffect(() => {
-    let live = true;
+    const view = new AbortController();
     setState((s) => (s.loading ? s : { ...s, loading: true }));
-    load().then(
-      (data) => live && setState({ data, error: null, loading: false }),
-      (err: unknown) => live && setState((s) => ({ data: s.data, error: asApiError(err), loading: false })),
+    load(view.signal).then(
+      (data) => !view.signal.aborted && setState({ data, error: null, loading: false }),
+      (err: unknown) =>
+        !view.signal.aborted && setState({ data: null, error: asApiError(err), loading: false }),
     );
-    return () => {
-      live = false;
-    };
+    return () => view.abort();
   }, [...deps, tick]);
   return { ...state, reload: () => setTick((n) => n + 1) };
 }

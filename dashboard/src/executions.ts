@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import type { ErrorDetail } from './api.js';
+import type { ApiError, ErrorDetail } from './api.js';
 import { get, qs, useAnswer } from './api.js';
 import { freshTestKey } from './auth.js';
 import { copy, html, ms, when } from './html.js';
@@ -79,7 +79,7 @@ function EmptyState(props: { mode: 'test' | 'live' }) {
   const origin = location.origin;
   const fresh = props.mode === 'test' ? freshTestKey : null;
   const keys = useAnswer(
-    () => (fresh ? Promise.resolve({ data: [] }) : get<{ data: KeyListed[] }>('/api/keys')),
+    (signal) => (fresh ? Promise.resolve({ data: [] }) : get<{ data: KeyListed[] }>('/api/keys', signal)),
     [fresh],
   );
   // Shown once the key is known: no placeholder that turns into a key a moment later.
@@ -98,7 +98,8 @@ function EmptyState(props: { mode: 'test' | 'live' }) {
       fresh
         ? html`<p>Send one with your test key:</p>`
         : html`<p>Send one with your ${props.mode} key ${named ? html`<code>${named.prefix}…${named.last4}</code>` : null}
-            (its full value was shown once, when it was made; <a href="/settings">Settings</a> makes a new one):</p>`
+            (its full value was shown once, when it was made; owners and admins make new ones in
+            <a href="/settings">Settings</a>):</p>`
     }
     <pre>${curl}</pre>
     <button type="button" onClick=${(e: Event) => copy(curl, (e.target as Element).previousElementSibling)}>Copy</button>
@@ -123,12 +124,16 @@ export function ExecutionsPage(props: { loc: Location }) {
   // The box follows the URL (back button, a link).
   useEffect(() => setText(q), [q]);
 
-  const answer = useAnswer(() => {
-    const { from, to } = rangeOf(params);
-    return get<Page<ExecutionRow>>(
-      `/api/executions${qs({ q, status, sort, page, pageSize: 50, from: new Date(from).toISOString(), to: new Date(to).toISOString() })}`,
-    );
-  }, [props.loc]);
+  const answer = useAnswer(
+    (signal) => {
+      const { from, to } = rangeOf(params);
+      return get<Page<ExecutionRow>>(
+        `/api/executions${qs({ q, status, sort, page, pageSize: 50, from: new Date(from).toISOString(), to: new Date(to).toISOString() })}`,
+        signal,
+      );
+    },
+    [props.loc],
+  );
   const { data: result, error, loading } = answer;
 
   // As the user types: the query goes into the URL (replacing the entry) after a pause, and is checked then. The
@@ -150,24 +155,34 @@ export function ExecutionsPage(props: { loc: Location }) {
   };
   const set = (changes: Record<string, string | number | null>) => navigate(withParams(params, changes));
   const qError = error?.details.find((d) => d.path === 'q');
-  const nothing = !!result && result.total === 0 && !q && !status && !error;
-  // Nothing in the range: is there anything at all? If not, the empty state; if so, where the latest one is.
+  const nothing = !!result && result.total === 0 && !q && !status;
+  // Nothing in the range: is there anything at all? If not, the empty state; if so, where the latest one is. (Its
+  // data is null until it has answered: nothing is shown on a guess.)
   const latest = useAnswer(
-    () =>
+    (signal) =>
       nothing
         ? get<Page<ExecutionRow>>(
             `/api/executions${qs({ pageSize: 1, from: new Date(Date.now() - PROBE_DAYS * 86_400_000).toISOString() })}`,
-          ).then((r) => r.data[0] ?? null)
+            signal,
+          ).then((r) => ({ latest: r.data[0] ?? null }))
         : Promise.resolve(null),
-    [nothing, props.loc],
+    [nothing, currentMode()],
   );
-  const empty = nothing && !latest.loading && latest.data === null && !latest.error;
-  // While the workspace is empty, look again every few seconds: the first executions show up as they arrive.
+  const empty = nothing && latest.data !== null && latest.data.latest === null;
+  // A failure that is not the request's own (the network, the service restarting) is tried again.
+  const transient = (e: ApiError | null) => !!e && (e.status === 0 || e.status >= 500);
+  // While the workspace is empty, or the last answer failed that way, look again every few seconds: the first
+  // executions show up as they arrive, and the page comes back by itself.
+  const retry = empty || transient(error) || transient(latest.error);
   useEffect(() => {
-    if (!empty) return;
-    const t = window.setTimeout(answer.reload, 3000);
+    if (!retry) return;
+    const t = window.setTimeout(() => {
+      answer.reload();
+      if (nothing) latest.reload();
+    }, 3000);
     return () => clearTimeout(t);
-  }, [empty, result]);
+  }, [retry, result, error, latest.data, latest.error]);
+  const shown = error ?? (nothing ? latest.error : null);
 
   return html`<main>
     <h1>Executions</h1>
@@ -191,19 +206,19 @@ export function ExecutionsPage(props: { loc: Location }) {
       </select>
     </form>
     ${
-      error
+      shown
         ? html`<div role="alert" id="search-error" class="error">
-            <p>${qError ? qError.message : error.message}</p>
+            <p>${qError ? qError.message : shown.message}${transient(shown) ? ' (trying again in a few seconds)' : ''}</p>
             ${qError ? html`<${MarkedQuery} q=${q} detail=${qError} />` : null}
           </div>`
         : null
     }
     ${empty ? html`<${EmptyState} mode=${currentMode()} />` : null}
     ${
-      nothing && latest.data
+      nothing && latest.data?.latest
         ? html`<p class="meta">No executions in this range. The latest was at
-            <a href=${`/executions/${encodeURIComponent(latest.data.executionId)}`}>${when(latest.data.startedAt)}</a>;
-            <button type="button" class="link" onClick=${() => set({ range: '7d', from: null, to: null, page: null })}>show the last 7 days</button>.</p>`
+            <a href=${`/executions/${encodeURIComponent(latest.data.latest.executionId)}`}>${when(latest.data.latest.startedAt)}</a>;
+            <button type="button" class="link" onClick=${() => set({ from: new Date(Date.parse(latest.data!.latest!.startedAt) - 3_600_000).toISOString(), to: null, range: null, page: null })}>show from an hour before it</button>.</p>`
         : null
     }
     ${
@@ -263,7 +278,7 @@ const pretty = (v: unknown) => JSON.stringify(v, null, 2);
 /** One execution (CONTRACT §14): a heading with its id, every field, its exception, logs and spans, its issue. */
 export function ExecutionPage(props: { id: string }) {
   const { data: e, error } = useAnswer(
-    () => get<Detail>(`/api/executions/${encodeURIComponent(props.id)}`),
+    (signal) => get<Detail>(`/api/executions/${encodeURIComponent(props.id)}`, signal),
     [props.id],
   );
   if (error)

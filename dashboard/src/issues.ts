@@ -52,19 +52,20 @@ export function IssuesPage(props: { loc: Location }) {
   const page = Number(params.get('page') ?? '1') || 1;
   const members = useMembers();
   const { data: list, error } = useAnswer(
-    () =>
+    (signal) =>
       get<{ data: IssueRow[]; total: number; hasMore: boolean }>(
         `/api/issues${qs({ status, sort, assignee, page, pageSize: 50 })}`,
+        signal,
       ),
     [props.loc],
   );
   // The tabs' counts: they change with the assignee filter (and the mode), not with the tab, sort or page.
   const counts =
     useAnswer(
-      () =>
+      (signal) =>
         Promise.all(
           STATUSES.map((s) =>
-            get<{ total: number }>(`/api/issues${qs({ status: s, assignee, pageSize: 1 })}`).then(
+            get<{ total: number }>(`/api/issues${qs({ status: s, assignee, pageSize: 1 })}`, signal).then(
               (r) => [s, r.total] as const,
             ),
           ),

@@ -109,7 +109,8 @@ function App() {
     const here = path === '/' ? '' : path + location.search;
     navigate(`/login${here ? `?next=${encodeURIComponent(here)}` : ''}`, true);
   }, [me, path]);
-  if (me === undefined)
+  // Whether anyone is signed in is unknown (also right after a sign-in whose check failed): say so, not sign-in.
+  if (unknown || me === undefined)
     return unknown
       ? html`<main><h1>The service does not answer</h1>
           <p role="alert">${unknown.message}</p>
@@ -138,7 +139,7 @@ function App() {
         : path === '/services'
           ? html`<${ServicesPage} loc=${loc} />`
           : path === '/settings'
-            ? html`<${SettingsPage} role=${me.role} />`
+            ? html`<${SettingsPage} role=${me.role} userId=${me.user.id} />`
             : html`<${ExecutionsPage} loc=${loc} />`;
   return html`<${Nav} path=${path} params=${loc.params} me=${me} onSignOut=${signOut} /><${Banner} />${page}`;
 }

@@ -90,56 +90,70 @@ export function ServicesPage(props: { loc: Location }) {
     const w = rangeOf(params);
     return { from: new Date(w.from).toISOString(), to: new Date(w.to).toISOString(), span: w.to - w.from };
   };
-  const overview = useAnswer(() => {
-    const w = asked();
-    return get<{ services: ServiceCard[] }>(`/api/metrics/overview${qs({ from: w.from, to: w.to })}`).then(
-      (r) => r.services,
-    );
-  }, [range, from, to, mode]);
+  const overview = useAnswer(
+    (signal) => {
+      const w = asked();
+      return get<{ services: ServiceCard[] }>(
+        `/api/metrics/overview${qs({ from: w.from, to: w.to })}`,
+        signal,
+      ).then((r) => r.services);
+    },
+    [range, from, to, mode],
+  );
   const cards = overview.data;
-  const chosen = params.get('service') ?? cards?.[0]?.service ?? '';
+  // The service asked for, else the first card of the current overview (not of the one before a change of range
+  // or mode: its charts would be asked for nothing).
+  const chosen = params.get('service') ?? (overview.loading ? '' : (cards?.[0]?.service ?? ''));
   // Each answer names the service it is of: while another one's are asked, the old ones are not shown as its.
-  const charts = useAnswer(async () => {
-    if (!chosen) return null;
-    const w = asked();
-    const ts = (metric: string) =>
-      get<Timeseries>(
-        `/api/metrics/timeseries${qs({ serviceName: chosen, from: w.from, to: w.to, metric, interval: intervalOf(w.span) })}`,
-      ).then((r) => r.series[0]?.points ?? []);
-    const [requests, failures, p50, p95, p99] = await Promise.all([
-      ts('requests'),
-      ts('failure_rate'),
-      ts('latency_p50'),
-      ts('latency_p95'),
-      ts('latency_p99'),
-    ]);
-    const values = (points: { value: number | null }[]) => points.map((p) => p.value);
-    return {
-      service: chosen,
-      times: requests.map((p) => Date.parse(p.t) / 1000),
-      requests: [{ label: 'requests', values: values(requests), color: '#2754c5' }],
-      failures: [
-        {
-          label: 'failure rate',
-          values: failures.map((p) => (p.value === null ? null : p.value * 100)),
-          color: '#b3261e',
-        },
-      ],
-      latency: [
-        { label: 'p50', values: values(p50), color: '#1e7b34' },
-        { label: 'p95', values: values(p95), color: '#c77700' },
-        { label: 'p99', values: values(p99), color: '#b3261e' },
-      ],
-    };
-  }, [chosen, range, from, to, mode]);
-  const endpoints = useAnswer(async () => {
-    if (!chosen) return { service: chosen, rows: [] as EndpointRow[] };
-    const w = asked();
-    const r = await get<{ data: EndpointRow[] }>(
-      `/api/metrics/endpoints${qs({ serviceName: chosen, from: w.from, to: w.to, sort, limit: 20 })}`,
-    );
-    return { service: chosen, rows: r.data };
-  }, [chosen, range, sort, from, to, mode]);
+  const charts = useAnswer(
+    async (signal) => {
+      if (!chosen) return null;
+      const w = asked();
+      const ts = (metric: string) =>
+        get<Timeseries>(
+          `/api/metrics/timeseries${qs({ serviceName: chosen, from: w.from, to: w.to, metric, interval: intervalOf(w.span) })}`,
+          signal,
+        ).then((r) => r.series[0]?.points ?? []);
+      const [requests, failures, p50, p95, p99] = await Promise.all([
+        ts('requests'),
+        ts('failure_rate'),
+        ts('latency_p50'),
+        ts('latency_p95'),
+        ts('latency_p99'),
+      ]);
+      const values = (points: { value: number | null }[]) => points.map((p) => p.value);
+      return {
+        service: chosen,
+        times: requests.map((p) => Date.parse(p.t) / 1000),
+        requests: [{ label: 'requests', values: values(requests), color: '#2754c5' }],
+        failures: [
+          {
+            label: 'failure rate',
+            values: failures.map((p) => (p.value === null ? null : p.value * 100)),
+            color: '#b3261e',
+          },
+        ],
+        latency: [
+          { label: 'p50', values: values(p50), color: '#1e7b34' },
+          { label: 'p95', values: values(p95), color: '#c77700' },
+          { label: 'p99', values: values(p99), color: '#b3261e' },
+        ],
+      };
+    },
+    [chosen, range, from, to, mode],
+  );
+  const endpoints = useAnswer(
+    async (signal) => {
+      if (!chosen) return { service: chosen, rows: [] as EndpointRow[] };
+      const w = asked();
+      const r = await get<{ data: EndpointRow[] }>(
+        `/api/metrics/endpoints${qs({ serviceName: chosen, from: w.from, to: w.to, sort, limit: 20 })}`,
+        signal,
+      );
+      return { service: chosen, rows: r.data };
+    },
+    [chosen, range, sort, from, to, mode],
+  );
   const error = overview.error ?? charts.error ?? endpoints.error;
   const shown = charts.data?.service === chosen ? charts.data : null;
   const rows = endpoints.data?.service === chosen ? endpoints.data.rows : [];
@@ -148,7 +162,7 @@ export function ServicesPage(props: { loc: Location }) {
     <h1>Services</h1>
     <div class="search">
       <label for="range">Time range</label>
-      <select id="range" value=${range} onChange=${(e: Event) => set({ range: (e.target as HTMLSelectElement).value })}>
+      <select id="range" value=${range} onChange=${(e: Event) => set({ range: (e.target as HTMLSelectElement).value, from: null, to: null })}>
         ${Object.keys(RANGES).map((r) => html`<option value=${r}>Last ${r}</option>`)}
       </select>
     </div>

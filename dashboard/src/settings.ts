@@ -42,10 +42,11 @@ const inputValue = (e: Event) => (e.target as HTMLInputElement).value;
 /** The number fields of the form, as typed (a field being edited may be empty; it is checked when saved). */
 const NUMBER_FIELDS = [
   ['retention', 'Retention (days)', 1, 400, 1],
-  ['deg-rate', 'Degraded at failure rate (%)', 0, 100, 0.1],
-  ['deg-p95', 'Degraded at p95 (ms)', 0, undefined, 1],
-  ['crit-rate', 'Critical at failure rate (%)', 0, 100, 0.1],
-  ['crit-p95', 'Critical at p95 (ms)', 0, undefined, 1],
+  // Any fraction: the API takes any number here, and a value set over it must not make the form unsavable.
+  ['deg-rate', 'Degraded at failure rate (%)', 0, 100, 'any'],
+  ['deg-p95', 'Degraded at p95 (ms)', 0, undefined, 'any'],
+  ['crit-rate', 'Critical at failure rate (%)', 0, 100, 'any'],
+  ['crit-p95', 'Critical at p95 (ms)', 0, undefined, 'any'],
 ] as const;
 type NumberField = (typeof NUMBER_FIELDS)[number][0];
 
@@ -212,7 +213,7 @@ function Keys(props: { admin: boolean }) {
 }
 
 /** Members: the list, adding one (with a first password), removing one. */
-function Members(props: { admin: boolean }) {
+function Members(props: { admin: boolean; userId: string }) {
   const [members, setMembers] = useState<Member[]>([]);
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
@@ -251,7 +252,7 @@ function Members(props: { admin: boolean }) {
     <div class="scroll"><table aria-label="Members"><thead><tr><th>Email</th><th>Role</th><th>Since</th><th></th></tr></thead>
       <tbody>${members.map(
         (m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${when(m.createdAt)}</td>
-          <td>${m.role === 'owner' || !props.admin ? null : html`<button type="button" onClick=${() => remove(m)} aria-label=${`Remove ${m.email}`}>Remove</button>`}</td></tr>`,
+          <td>${m.role === 'owner' || !props.admin || m.id === props.userId ? null : html`<button type="button" onClick=${() => remove(m)} aria-label=${`Remove ${m.email}`}>Remove</button>`}</td></tr>`,
       )}</tbody></table></div>
     ${
       props.admin
@@ -275,12 +276,12 @@ function Members(props: { admin: boolean }) {
  * Settings (CONTRACT §14): workspace settings, API keys, members. A plain member sees the keys and members; the
  * controls that only owners and admins may use (CONTRACT §10) are not offered.
  */
-export function SettingsPage(props: { role: string }) {
+export function SettingsPage(props: { role: string; userId: string }) {
   const admin = props.role === 'owner' || props.role === 'admin';
   return html`<main class="detail">
     <h1>Settings</h1>
     ${admin ? html`<${SettingsForm} />` : html`<p>Only owners and admins see and change the workspace's settings.</p>`}
     <${Keys} admin=${admin} />
-    <${Members} admin=${admin} />
+    <${Members} admin=${admin} userId=${props.userId} />
   </main>`;
 }

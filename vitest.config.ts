@@ -9,5 +9,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     retry: 0,
+    // expect.poll waits for something to happen (a pipeline's commit, a page's answer): on two shared cores that
+    // can take longer than its default second. A poll that holds ends as soon as it holds.
+    expect: { poll: { timeout: 15_000 } },
   },
 });

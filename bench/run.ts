@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main as crashRecovery } from './crash-recovery.js';
+import { main as dashboard } from './dashboard.js';
 import { main as fuzz } from './fuzz.js';
 import { main as ingest } from './ingest.js';
 import { main as metrics } from './metrics.js';
@@ -17,6 +18,7 @@ const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   'crash-recovery': crashRecovery,
   query,
   metrics,
+  dashboard,
   otlp,
   'sdk-overhead': sdkOverhead,
   fuzz,
@@ -37,7 +39,13 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   // dataset takes minutes to write and several GiB: run `npm run bench -- query` for it).
   for (const [name, run] of Object.entries(SCENARIOS)) {
     process.stdout.write(`\n=== ${name} ===\n`);
-    await run(name === 'query' ? ['--quick'] : name === 'metrics' ? ['--executions', '1000000'] : []);
+    await run(
+      name === 'query'
+        ? ['--quick']
+        : name === 'metrics' || name === 'dashboard'
+          ? ['--executions', '1000000']
+          : [],
+    );
   }
 }
 

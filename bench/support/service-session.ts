@@ -16,9 +16,10 @@ import { cleanupService, ServiceProcess } from './service-process.js';
  * workspace and owner the generator's rows belong to, its indexed keys and issue records, and a session.
  */
 
-const OWNER_EMAIL = 'owner@bench-query.example';
+/** The owner the benchmarks sign in as (over HTTP, or through the dashboard's form). */
+export const OWNER_EMAIL = 'owner@bench-query.example';
 /** Only ever held by the throwaway control plane a benchmark starts. */
-const OWNER_PASSWORD = 'bench-query-owner-password';
+export const OWNER_PASSWORD = 'bench-query-owner-password';
 
 /** The service started on a benchmark dataset, with what the scenarios over HTTP need. */
 export interface BenchService {

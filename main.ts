@@ -62,7 +62,7 @@ function announceFirstStart(port: number): void {
   process.stdout.write(
     [
       line,
-      'First start: no accounts yet. Sign up to get a workspace and its test API key:',
+      `First start: no accounts yet. Open http://localhost:${port}/ and sign up, or with curl:`,
       `  curl -s -X POST http://localhost:${port}/api/auth/signup -H 'content-type: application/json' \\`,
       `    -d '{"email":"you@example.com","password":"at least 10 characters"}'`,
       line,

@@ -10,6 +10,7 @@ import { nodeFlags } from '../main.js';
 import { HOUR_MS } from '../schemas/time.js';
 import { type DatasetMarker, prepareDataset } from './support/dataset.js';
 import { timeGets } from './support/http-timer.js';
+import { wholeNumber } from './support/options.js';
 import { serviceEntry } from './support/service-process.js';
 import {
   type BenchService,
@@ -108,12 +109,7 @@ function parseOptions(args: string[]): Options | null {
     process.stdout.write(USAGE);
     return null;
   }
-  const int = (name: string, raw: string, min: number, max: number): number => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`--${name} must be a whole number in [${min}, ${max}]`);
-    return n;
-  };
+  const int = wholeNumber;
   return {
     executions: int('executions', values.executions, 1000, 1_000_000_000),
     hours: int('hours', values.hours, 2, 24 * 30),

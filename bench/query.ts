@@ -31,6 +31,7 @@ import { DAY_MS, HOUR_MS } from '../schemas/time.js';
 import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
 import { type DatasetMarker, prepareDataset, readIssueOccurrences } from './support/dataset.js';
+import { wholeNumber } from './support/options.js';
 import { type BenchService, startBenchService } from './support/service-session.js';
 import { quantile } from './support/stats.js';
 
@@ -108,12 +109,7 @@ function parseOptions(args: string[]): Options | null {
     process.stdout.write(USAGE);
     return null;
   }
-  const int = (name: string, raw: string | undefined, min: number, max: number): number => {
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new Error(`--${name} must be a whole number in [${min}, ${max}]`);
-    return n;
-  };
+  const int = wholeNumber;
   return {
     executions:
       values.executions !== undefined

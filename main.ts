@@ -147,6 +147,7 @@ async function wire(
       ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
       maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
       soleConsumer: nats !== null && role !== 'api',
+      replicas: config.NATS_REPLICAS,
       log: (msg) => log.warn(msg),
     });
     control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {

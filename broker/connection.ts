@@ -20,7 +20,8 @@ export interface BrokerLog {
 /** Connects and keeps reconnecting for as long as the process lives; a broker outage is never fatal. */
 export async function connectBroker(url: string, log: BrokerLog, name = 'svc'): Promise<Broker> {
   const nc = await connect({
-    servers: url,
+    // A cluster's nodes, comma-separated: the client connects to one and fails over to the others.
+    servers: url.split(',').map((u) => u.trim()),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,

@@ -18,6 +18,13 @@ export interface NatsServerOptions {
   /** max_payload: must fit the largest request body we publish. */
   maxPayloadBytes?: number;
   log?: (line: string) => void;
+  /**
+   * A node of a JetStream cluster on this host: its unique name, the port its routes listen on, and the other
+   * nodes' route ports (CONTRACT §15).
+   */
+  cluster?: { name: string; serverName: string; routePort: number; peerRoutePorts: number[] };
+  /** Start it again when it dies on its own (default true). A fault test that kills a node restarts it itself. */
+  restartOnExit?: boolean;
 }
 
 export interface NatsServerHandle {
@@ -32,6 +39,8 @@ export interface NatsServerHandle {
    * broker (its own process group) does not outlive it. It shuts down cleanly on its own.
    */
   signalStop(): void;
+  /** The running server's process id (null while it is down). */
+  pid(): number | null;
 }
 
 const SEARCH_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
@@ -146,6 +155,16 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     `  store_dir: ${JSON.stringify(storeDir)}`,
     '  max_memory_store: 268435456',
     '}',
+    ...(opts.cluster
+      ? [
+          `server_name: ${JSON.stringify(opts.cluster.serverName)}`,
+          'cluster {',
+          `  name: ${JSON.stringify(opts.cluster.name)}`,
+          `  listen: "127.0.0.1:${opts.cluster.routePort}"`,
+          `  routes: [${opts.cluster.peerRoutePorts.map((p) => JSON.stringify(`nats-route://127.0.0.1:${p}`)).join(', ')}]`,
+          '}',
+        ]
+      : []),
     '',
   ].join('\n');
   await fs.writeFile(confFile, conf);
@@ -173,7 +192,7 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     proc.once('exit', (code, signal) => {
       exited = true;
       if (child === proc) child = null;
-      if (stopping || !readyAt) return;
+      if (stopping || !readyAt || opts.restartOnExit === false) return;
       crashes = Date.now() - readyAt > STAYED_UP_MS ? 1 : crashes + 1;
       log(`nats-server exited unexpectedly (code ${code}, signal ${signal}); starting it again`);
       void restart();
@@ -225,5 +244,12 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
   };
 
   await launch();
-  return { url: `nats://127.0.0.1:${port}`, port, stop, start: launch, signalStop };
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    stop,
+    start: launch,
+    signalStop,
+    pid: () => (child as ChildProcess | null)?.pid ?? null,
+  };
 }

@@ -40,6 +40,8 @@ export interface ProvisionOptions {
   maxMsgBytes: number;
   ackWaitMs: number;
   maxAckPending: number;
+  /** Copies of the stream and of each bucket (NATS_REPLICAS): 3 on a 3-node cluster. */
+  replicas?: number;
   /**
    * This process is the consumer's only user (it embeds the broker): messages the consumer still counts as
    * delivered went to a process that is gone. The consumer is made anew so they come back at once, not after the
@@ -63,7 +65,7 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
     max_bytes: opts.maxBytes,
     max_msg_size: opts.maxMsgBytes,
     duplicate_window: nanos(IDEMPOTENCY_WINDOW_MS),
-    num_replicas: 1,
+    num_replicas: opts.replicas ?? 1,
   };
   let existing: Awaited<ReturnType<JetStreamManager['streams']['info']>> | null = null;
   try {
@@ -127,6 +129,7 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
   for (const bucket of Object.values(BUCKETS)) {
     await kvm.create(bucket, {
       history: 1,
+      replicas: opts.replicas ?? 1,
       storage: StorageType.File,
       ...(bucket === BUCKETS.sessions ? { ttl: SESSION_TTL_MS } : {}),
     });

@@ -21,8 +21,21 @@ export const configSchema = z.object({
   PORT: int(8080, 0, 65535),
   HOST: z.string().min(1).default('0.0.0.0'),
   DATA_DIR: z.string().min(1).default('./data'),
-  /** Unset: launch an embedded nats-server child with its store under DATA_DIR. */
-  NATS_URL: z.string().url().optional(),
+  /**
+   * Unset: launch an embedded nats-server child with its store under DATA_DIR. A cluster: its nodes' URLs,
+   * comma-separated (the client fails over between them).
+   */
+  NATS_URL: z
+    .string()
+    .refine((v) => v.split(',').every((u) => z.string().url().safeParse(u.trim()).success), {
+      message: 'a URL, or several separated by commas',
+    })
+    .optional(),
+  /**
+   * Copies JetStream keeps of the ingest stream and of every bucket: 3 on a 3-node cluster (a node may die without
+   * losing or stopping anything), 1 on a single server.
+   */
+  NATS_REPLICAS: int(1, 1, 5),
   NATS_SERVER_BIN: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Unset: the log goes to stdout. Set: appended to this file (the test run greps its logs for secrets). */

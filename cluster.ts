@@ -225,8 +225,11 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     await jetStreamReady(natsUrl, 30_000);
 
     const mainJs = opts.mainJs ?? defaultMainJs();
+    const level = opts.env?.LOG_LEVEL ?? 'info';
     const env = {
       ...opts.env,
+      // A process says it is ready in its log's `service started` line, at info: a quieter level would hide it.
+      LOG_LEVEL: ['trace', 'debug'].includes(level) ? level : 'info',
       DATA_DIR: dataDir,
       NATS_URL: natsUrl,
       NATS_REPLICAS: String(CLUSTER_NODES),

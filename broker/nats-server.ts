@@ -41,6 +41,8 @@ export interface NatsServerHandle {
   signalStop(): void;
   /** The running server's process id (null while it is down). */
   pid(): number | null;
+  /** Kills it as a crash would (SIGKILL) and waits for its exit; it stays down until start(). */
+  kill(): Promise<void>;
 }
 
 const SEARCH_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
@@ -251,5 +253,13 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     start: launch,
     signalStop,
     pid: () => (child as ChildProcess | null)?.pid ?? null,
+    kill: async () => {
+      stopping = true;
+      const proc = child as ChildProcess | null;
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      const done = new Promise<void>((r) => proc.once('exit', () => r()));
+      proc.kill('SIGKILL');
+      await done;
+    },
   };
 }

@@ -369,14 +369,17 @@ export class Pipeline {
     try {
       const { config, control, log } = this.#o;
       const leaseMs = Math.max(60_000, config.COMPACTION_INTERVAL_MS * 3);
-      if (!(await control.tryLease('compaction', this.#journal.writerId, leaseMs))) return null;
+      const holds = () => control.tryLease('compaction', this.#journal.writerId, leaseMs);
+      if (!(await holds())) return null;
       const stats = await runCompaction(engine, config.dataDir, {
+        // Renewed before each partition; a pass that stalled past its lease stops where another took over.
+        stillHolds: holds,
         minFiles: config.COMPACTION_MIN_FILES,
         graceMs: config.COMPACTION_GRACE_MS,
         codec: config.COMPACTION_COMPRESSION,
         sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
       });
-      if (stats.partitions > 0 || stats.deleted > 0) log.info(stats, 'compaction pass');
+      if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost) log.info(stats, 'compaction pass');
       return stats;
     } catch (err) {
       this.#o.log.warn({ err }, 'compaction pass failed; the next one retries');

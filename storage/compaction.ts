@@ -163,6 +163,12 @@ export interface CompactionOptions {
   /** The sidecars merged executions files get (default: all of storage/sidecars.ts). */
   sidecars?: readonly SidecarField[];
   now?: number;
+  /**
+   * Asked before each partition: whether this compactor still holds its lease (and renews it). False ends the
+   * pass there: another process took over (this one stalled past its lease), and two compactors must never
+   * replace one partition's manifest at once.
+   */
+  stillHolds?: () => Promise<boolean>;
 }
 
 /** zstd makes the smallest files; lz4 decodes faster for about 1.75× the bytes. */
@@ -172,6 +178,8 @@ export interface CompactionStats {
   partitions: number;
   filesIn: number;
   deleted: number;
+  /** The pass ended early: the lease was no longer this compactor's. */
+  leaseLost?: boolean;
 }
 
 const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;
@@ -444,6 +452,10 @@ export async function runCompaction(
     for (const { dir: modeDir } of await modeDirs(dataDir, dataset)) {
       for (const date of await datePartitions(modeDir)) {
         for (const hour of await hourPartitions(date)) {
+          if (opts.stillHolds && !(await opts.stillHolds())) {
+            if (failure !== undefined) throw failure;
+            return { ...stats, leaseLost: true };
+          }
           let r: { compacted: number; deleted: number };
           try {
             r = await compactPartition(engine, hour.dir, dataset, hour.start, opts);

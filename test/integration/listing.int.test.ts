@@ -105,4 +105,31 @@ describe('compaction passes', () => {
       'wC-0000000002.parquet',
     ]);
   });
+
+  it('a compactor whose lease another process took stops before its next partition', async () => {
+    const now = Date.now();
+    const first = hourStart(now) - 40 * HOUR;
+    const second = hourStart(now) - 39 * HOUR;
+    for (const [hour, n] of [
+      [first, 1],
+      [second, 3],
+    ] as const) {
+      await parquet(path.join(dirOf(hour), `wL-000000000${n}.parquet`), 'a', hour + 1);
+      await parquet(path.join(dirOf(hour), `wL-000000000${n + 1}.parquet`), 'b', hour + 2);
+    }
+    // It holds the lease for the first partition, then finds it taken (it stalled past it).
+    let asked = 0;
+    const stats = await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 60_000,
+      stillHolds: async () => ++asked === 1,
+    });
+    expect(stats.leaseLost).toBe(true);
+    const names = async (hour: number) =>
+      (await listPartitionFiles(dataDir, 'logs', WS, 'test', hour, hour + HOUR)).map((f) => path.basename(f));
+    // Partitions are taken oldest first: the first merged, the second left to the compactor that holds the lease.
+    expect(await names(first)).toEqual([expect.stringMatching(/^c-\d/)]);
+    expect((await names(second)).sort()).toEqual(['wL-0000000003.parquet', 'wL-0000000004.parquet']);
+    expect(asked).toBe(2);
+  });
 });

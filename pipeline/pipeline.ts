@@ -88,6 +88,14 @@ export class Pipeline {
   #writer: BatchWriter | null = null;
   #batcher: Batcher | null = null;
   #messages: ConsumerMessages | null = null;
+  /**
+   * Messages received and not yet taken by the loop: held (and heartbeated) from the moment they arrive, since the
+   * client asks the server for more as they arrive, not as the loop takes them. A message waiting here longer than
+   * the ack wait is still this process's: it is not handed to another one meanwhile.
+   */
+  readonly #received: JsMsg[] = [];
+  #wake: (() => void) | null = null;
+  #intakeClosed = false;
   #loop: Promise<void> | null = null;
   #inFlight = new Set<Promise<void>>();
   /** Messages received and not yet acked or naked, by stream sequence. */
@@ -181,8 +189,15 @@ export class Pipeline {
       },
     });
     const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
-    this.#messages = await consumer.consume({ max_messages: config.CONSUMER_MAX_MESSAGES });
-    this.#loop = this.#consume(this.#messages);
+    this.#messages = await consumer.consume({
+      max_messages: config.CONSUMER_MAX_MESSAGES,
+      callback: (m) => this.#receive(m),
+    });
+    void this.#messages.closed().then(
+      () => this.#closeIntake(),
+      () => this.#closeIntake(),
+    );
+    this.#loop = this.#consume();
     // Held messages (parsing, waiting for a flush, being written) must not be redelivered meanwhile: tell the
     // server they are in progress well within the ack wait.
     const every = Math.max(500, Math.floor(config.CONSUMER_ACK_WAIT_MS / 3));
@@ -198,24 +213,53 @@ export class Pipeline {
     this.#heartbeat.unref();
   }
 
-  async #consume(messages: ConsumerMessages): Promise<void> {
+  #receive(m: JsMsg): void {
+    let seq: number;
+    try {
+      seq = m.seq;
+    } catch {
+      // Not a stream message (a status the client passed through while its connection closed).
+      this.#o.log.debug({ subject: m.subject }, 'skipped a message without delivery info');
+      return;
+    }
+    if (this.#held.has(seq)) {
+      // Delivered again while this process still holds it (its ack is on the way): one copy is enough.
+      this.#stats.duplicateDeliveries++;
+      return;
+    }
+    this.#held.set(seq, m);
+    this.#received.push(m);
+    this.#wake?.();
+  }
+
+  #closeIntake(): void {
+    this.#intakeClosed = true;
+    this.#wake?.();
+  }
+
+  async #consume(): Promise<void> {
     // Parse tasks in flight: enough to keep every worker busy while results are handed back.
     const maxInFlight = this.#o.config.pipelineWorkers * 4;
-    for await (const m of messages) {
-      let seq: number;
-      try {
-        seq = m.seq;
-      } catch {
-        // Not a stream message (a status the client passed through while its connection closed).
-        this.#o.log.debug({ subject: m.subject }, 'skipped a message without delivery info');
-        continue;
+    for (;;) {
+      while (this.#received.length === 0 && !this.#intakeClosed)
+        await new Promise<void>((r) => {
+          this.#wake = r;
+        });
+      this.#wake = null;
+      if (this.#intakeClosed) {
+        // Stopped: what was never started goes back to the server at once, for another process to take.
+        for (const w of this.#received.splice(0)) {
+          this.#held.delete(w.seq);
+          try {
+            w.nak();
+          } catch {
+            // The connection is gone: the server hands it out again after the ack wait.
+          }
+        }
+        return;
       }
-      if (this.#held.has(seq)) {
-        // Delivered again while this process still holds it (its ack is on the way): one copy is enough.
-        this.#stats.duplicateDeliveries++;
-        continue;
-      }
-      this.#held.set(seq, m);
+      const m = this.#received.shift()!;
+      const seq = m.seq;
       await this.#batcher!.waitForRoom();
       while (this.#inFlight.size >= maxInFlight) await Promise.race(this.#inFlight);
       const p = this.#handle(m).catch((err) => {
@@ -448,6 +492,7 @@ export class Pipeline {
     if (this.#compactionTimer) clearInterval(this.#compactionTimer);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await this.#messages?.close().catch(() => {});
+    this.#closeIntake();
     await this.#loop?.catch(() => {});
     await Promise.allSettled([...this.#inFlight]);
     await this.#batcher?.flush();

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -58,27 +57,33 @@ export class ServiceNode {
   async start(): Promise<void> {
     if (this.#child) throw new Error(`${this.name} is running`);
     const { mainJs, env, logFile } = this.#spawnArgs;
-    const fullEnv = { ...process.env, ...env };
-    this.#log ??= createWriteStream(logFile, { flags: 'a' });
+    // Each process logs to its own file here (stdout), not to a LOG_FILE the launcher's environment names.
+    const { LOG_FILE: _shared, ...inherited } = process.env;
+    const fullEnv = { ...inherited, ...env };
+    if (!this.#log) {
+      this.#log = createWriteStream(logFile, { flags: 'a' });
+      // A log that cannot be written must not take the launcher down.
+      this.#log.on('error', () => {});
+    }
+    // An IPC channel: the process says it is ready on it, and stops when it closes (this launcher died).
     const child = spawn(process.execPath, [...nodeFlags(fullEnv), mainJs, this.role], {
       env: fullEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     this.#child = child;
     const log = this.#log;
+    child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
-    let started: () => void = () => {};
+    child.on('error', (err) => log.write(`${this.name}: ${err.message}\n`));
     const ready = new Promise<void>((resolve, reject) => {
-      started = resolve;
+      child.on('message', (m: { type?: string }) => {
+        if (m?.type === 'ready') resolve();
+      });
       child.once('exit', (code, signal) =>
         reject(
           new Error(`${this.name} exited (code ${code}, signal ${signal}) before it started; see ${logFile}`),
         ),
       );
-    });
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
-      log.write(`${line}\n`);
-      if (line.includes('"msg":"service started"')) started();
     });
     child.once('exit', () => {
       if (this.#child === child) this.#child = null;
@@ -104,7 +109,8 @@ export class ServiceNode {
   async stop(signal: NodeJS.Signals = 'SIGTERM', graceMs = 20_000): Promise<void> {
     const child = this.#child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    // 'close': its output is read to the end too (nothing is written to a log that was ended).
+    const exited = new Promise<void>((r) => child.once('close', () => r()));
     child.kill(signal);
     const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await exited;
@@ -147,6 +153,8 @@ export interface ClusterOptions {
   mainJs?: string;
   /** A node that dies is not started again by its supervisor: a fault test restarts it itself. */
   restartNodes?: boolean;
+  /** Given at once, before anything starts: stops whatever has started so far (a signal during start-up). */
+  onStop?: (stop: () => Promise<void>) => void;
 }
 
 function defaultMainJs(): string {
@@ -194,9 +202,16 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const pipeline: ServiceNode[] = [];
   const stop = async () => {
     await Promise.all([...api, ...pipeline].map((p) => p.close()));
-    await Promise.all(nats.map((n) => n.stop()));
+    // (A slot is empty when its node never started.)
+    await Promise.all(nats.filter(Boolean).map((n) => n.stop()));
     for (const l of natsLogs) l.end();
   };
+  opts.onStop?.(stop);
+  // However this process ends, the nodes (their own process groups) are asked to stop; the api and pipeline
+  // processes stop by themselves when their IPC channel closes.
+  process.once('exit', () => {
+    for (const n of nats) n?.signalStop();
+  });
   try {
     const routePorts: number[] = [];
     const clientPorts: number[] = [];
@@ -204,9 +219,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       routePorts.push(await freePort());
       clientPorts.push(await freePort());
     }
+    // Each node kept as soon as it runs: if another fails to start, the ones that did are stopped too.
     const started = await Promise.all(
-      routePorts.map((routePort, i) =>
-        startNatsServer({
+      routePorts.map(async (routePort, i) => {
+        const node = await startNatsServer({
           dir: path.join(base, `nats-${i + 1}`),
           port: clientPorts[i],
           restartOnExit: opts.restartNodes ?? true,
@@ -217,19 +233,17 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
             peerRoutePorts: routePorts.filter((p) => p !== routePort),
           },
           log: (line) => natsLogs[i]!.write(`${line}\n`),
-        }),
-      ),
+        });
+        nats[i] = node;
+        return node;
+      }),
     );
-    nats.push(...started);
-    const natsUrl = nats.map((n) => n.url).join(',');
+    const natsUrl = started.map((n) => n.url).join(',');
     await jetStreamReady(natsUrl, 30_000);
 
     const mainJs = opts.mainJs ?? defaultMainJs();
-    const level = opts.env?.LOG_LEVEL ?? 'info';
     const env = {
       ...opts.env,
-      // A process says it is ready in its log's `service started` line, at info: a quieter level would hide it.
-      LOG_LEVEL: ['trace', 'debug'].includes(level) ? level : 'info',
       DATA_DIR: dataDir,
       NATS_URL: natsUrl,
       NATS_REPLICAS: String(CLUSTER_NODES),
@@ -272,21 +286,15 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
 export async function main(): Promise<void> {
   const dataDir = process.env.DATA_DIR || './data-cluster';
   const port = Number(process.env.PORT ?? 8080);
-  const cluster = await startCluster({
-    dataDir,
-    apiPorts: port > 0 ? [port, port + 1] : [],
-  });
-  process.stdout.write(`${JSON.stringify(cluster.describe())}\n`);
-  process.stderr.write(
-    `logs in ${path.join(cluster.dataDir, '_cluster', 'logs')}; sign up at ${cluster.api[0]!.url}/ (either api serves the same data)\n`,
-  );
+  // Installed before anything starts: a signal during start-up stops what has started so far.
+  let stopStarted: (() => Promise<void>) | null = null;
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const)
     process.on(signal, () => {
       if (stopping) return;
       stopping = true;
       process.stderr.write(`${signal}: stopping the api and pipeline processes, then the NATS nodes\n`);
-      cluster.stop().then(
+      (stopStarted ?? (async () => {}))().then(
         () => process.exit(0),
         (err) => {
           process.stderr.write(`${(err as Error).stack}\n`);
@@ -294,6 +302,18 @@ export async function main(): Promise<void> {
         },
       );
     });
+  const cluster = await startCluster({
+    dataDir,
+    apiPorts: port > 0 ? [port, port + 1] : [],
+    onStop: (stop) => {
+      stopStarted = stop;
+    },
+  });
+  if (stopping) return;
+  process.stdout.write(`${JSON.stringify(cluster.describe())}\n`);
+  process.stderr.write(
+    `logs in ${path.join(cluster.dataDir, '_cluster', 'logs')}; sign up at ${cluster.api[0]!.url}/ (either api serves the same data)\n`,
+  );
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {

@@ -249,6 +249,12 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   };
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // Started by a supervisor with an IPC channel (`npm run cluster`): tell it, whatever the log level or file; and
+  // stop when it is gone, so that a launcher killed outright leaves no process behind.
+  if (process.send) {
+    process.send({ type: 'ready', role, url: service.url });
+    process.on('disconnect', () => onSignal('SIGTERM'));
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {

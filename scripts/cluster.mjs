@@ -8,12 +8,8 @@ ensureDependencies();
 ensureNatsServer();
 build();
 const child = spawn(process.execPath, [path.join(root, 'dist', 'cluster.js')], { stdio: 'inherit' });
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    // A terminal's Ctrl-C reaches the whole group already; a SIGTERM to this process is passed on.
-    if (signal === 'SIGTERM') child.kill('SIGTERM');
-  });
-}
+// Passed on (a terminal's Ctrl-C reaches the launcher already; it takes one stop asked twice as one).
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => {
   process.exitCode = code ?? (signal ? 1 : 0);
 });

@@ -140,16 +140,18 @@ async function wire(
     return stopping;
   };
   try {
-    await provision(broker.jsm, broker.kvm, {
-      maxAgeHours: config.STREAM_MAX_AGE_HOURS,
-      maxBytes: config.STREAM_MAX_BYTES,
-      maxMsgBytes: maxMessageBytes,
-      ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
-      maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
-      soleConsumer: nats !== null && role !== 'api',
-      replicas: config.NATS_REPLICAS,
-      log: (msg) => log.warn(msg),
-    });
+    await whileElecting(log, () =>
+      provision(broker.jsm, broker.kvm, {
+        maxAgeHours: config.STREAM_MAX_AGE_HOURS,
+        maxBytes: config.STREAM_MAX_BYTES,
+        maxMsgBytes: maxMessageBytes,
+        ackWaitMs: config.CONSUMER_ACK_WAIT_MS,
+        maxAckPending: Math.max(1000, config.CONSUMER_MAX_MESSAGES * 4),
+        soleConsumer: nats !== null && role !== 'api',
+        replicas: config.NATS_REPLICAS,
+        log: (msg) => log.warn(msg),
+      }),
+    );
     control = new ControlPlane(await openControlStore(broker), log.child({ module: 'control' }), {
       retentionDays: config.RETENTION_DAYS,
     });
@@ -187,6 +189,27 @@ async function wire(
  */
 export function nodeFlags(env: Record<string, string | undefined> = process.env): string[] {
   return loadConfig(env).singleThreadedGc ? ['--single-threaded-gc'] : [];
+}
+
+/** What JetStream answers while a cluster elects a leader (a node was lost, or the cluster is starting). */
+const ELECTING =
+  /timeout|temporarily unavailable|not enabled|insufficient resources|no suitable peers|no responders/i;
+
+/** Runs `fn`, again for up to a minute while JetStream is electing a leader: a process started meanwhile waits. */
+async function whileElecting<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!ELECTING.test(String((err as Error)?.message)) || Date.now() > deadline) throw err;
+      log.warn(
+        { err: (err as Error).message, attempt },
+        'JetStream not ready (a leader election?); trying again',
+      );
+      await new Promise((r) => setTimeout(r, Math.min(2000, 250 * 2 ** attempt)));
+    }
+  }
 }
 
 /** A signal this soon after the first is the same stop asked twice (see main). */

@@ -92,6 +92,8 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
   }
   if (existing) {
     const { storage: _s, retention: _r, ...mutable } = stream;
+    // Copies are never lowered by a process started without NATS_REPLICAS: only raised.
+    mutable.num_replicas = Math.max(existing.config.num_replicas ?? 1, stream.num_replicas);
     await jsm.streams.update(INGEST_STREAM, mutable);
   } else {
     await jsm.streams.add(stream);
@@ -133,5 +135,10 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
       storage: StorageType.File,
       ...(bucket === BUCKETS.sessions ? { ttl: SESSION_TTL_MS } : {}),
     });
+    // A bucket made before (a single server grown into a cluster) keeps its config on create: raise its copies.
+    const name = `KV_${bucket}`;
+    const info = await jsm.streams.info(name);
+    if ((info.config.num_replicas ?? 1) < (opts.replicas ?? 1))
+      await jsm.streams.update(name, { ...info.config, num_replicas: opts.replicas ?? 1 });
   }
 }

@@ -8,6 +8,7 @@ import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { drive, Prober, type Sample, Sampler } from './support/load.js';
+import { envOptions } from './support/options.js';
 import {
   cleanupService,
   natsServerPid,
@@ -110,12 +111,7 @@ function parseOptions(argv: string[]): Options {
     process.stdout.write(USAGE);
     process.exit(0);
   }
-  const env: Record<string, string> = {};
-  for (const kv of values.env) {
-    const at = kv.indexOf('=');
-    if (at < 1) throw new Error(`--env takes KEY=VALUE, not ${kv}`);
-    env[kv.slice(0, at)] = kv.slice(at + 1);
-  }
+  const env = envOptions(values.env);
   let sweep: Options['sweep'];
   if (values.sweep) {
     const at = values.sweep.indexOf('=');

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { main as cluster } from './cluster.js';
 import { main as crashRecovery } from './crash-recovery.js';
 import { main as dashboard } from './dashboard.js';
 import { main as fuzz } from './fuzz.js';
@@ -11,10 +12,11 @@ import { main as sdkOverhead } from './sdk-overhead.js';
 
 /**
  * `npm run bench`: every scenario in turn, each also runnable alone
- * (`npm run bench -- ingest --duration 30`, `npm run bench -- crash-recovery`).
+ * (`npm run bench -- ingest --duration 30`, `npm run bench -- cluster --rounds 3`).
  */
 const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   ingest,
+  cluster,
   'crash-recovery': crashRecovery,
   query,
   metrics,

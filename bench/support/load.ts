@@ -228,6 +228,13 @@ export async function procStats(
   return { cpuSeconds: ticks / 100, rssMiB: kib('VmRSS') / 1024, peakRssMiB: kib('VmHWM') / 1024 };
 }
 
+/** Executions the list API counts for `key`'s workspace: a query over every file written, not to be asked often. */
+export async function listedTotal(url: string, key: string): Promise<number> {
+  const res = await fetch(`${url}/api/executions?pageSize=1`, { headers: { 'x-api-key': key } });
+  if (!res.ok) throw new Error(`list answered ${res.status}`);
+  return ((await res.json()) as { total: number }).total;
+}
+
 /** One second of a run, as the sampler saw it. */
 export interface Sample {
   /** Seconds since the load started. */
@@ -271,10 +278,8 @@ export class Sampler {
     private readonly others: () => number = () => 0,
   ) {}
 
-  async visible(): Promise<number> {
-    const res = await fetch(`${this.url}/api/executions?pageSize=1`, { headers: { 'x-api-key': this.key } });
-    if (!res.ok) throw new Error(`list answered ${res.status}`);
-    return ((await res.json()) as { total: number }).total;
+  visible(): Promise<number> {
+    return listedTotal(this.url, this.key);
   }
 
   /** CPU seconds of each process since the sampler started, by pid. */

@@ -5,3 +5,14 @@ export function wholeNumber(name: string, raw: string | undefined, min: number, 
     throw new Error(`--${name} must be a whole number in [${min}, ${max}]`);
   return n;
 }
+
+/** A benchmark's repeatable `--env KEY=VALUE` options as one environment; anything else is an error that says so. */
+export function envOptions(pairs: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const kv of pairs) {
+    const at = kv.indexOf('=');
+    if (at < 1) throw new Error(`--env takes KEY=VALUE, not ${kv}`);
+    env[kv.slice(0, at)] = kv.slice(at + 1);
+  }
+  return env;
+}

@@ -413,10 +413,18 @@ export class Pipeline {
     try {
       const { config, control, log } = this.#o;
       const leaseMs = Math.max(60_000, config.COMPACTION_INTERVAL_MS * 3);
-      const holds = () => control.tryLease('compaction', this.#journal.writerId, leaseMs);
+      let renewedAt = 0;
+      // Renewed when a third of it has passed (no one else can take a lease renewed more recently than that): a
+      // pass over many idle partitions does not write to the bucket for each.
+      const holds = async () => {
+        if (Date.now() - renewedAt < leaseMs / 3) return true;
+        const held = await control.tryLease('compaction', this.#journal.writerId, leaseMs);
+        if (held) renewedAt = Date.now();
+        return held;
+      };
       if (!(await holds())) return null;
       const stats = await runCompaction(engine, config.dataDir, {
-        // Renewed before each partition; a pass that stalled past its lease stops where another took over.
+        // Asked before each partition: a pass that stalled past its lease stops where another took over.
         stillHolds: holds,
         minFiles: config.COMPACTION_MIN_FILES,
         graceMs: config.COMPACTION_GRACE_MS,

@@ -53,7 +53,10 @@ export class ServiceNode {
     return this.#child?.pid ?? null;
   }
 
-  /** Starts the process and resolves once it logged that it started (it fails if it exits first). */
+  /**
+   * Starts the process and resolves once it says it is ready (over IPC); fails if it exits first, or is not ready
+   * in time (then it is killed).
+   */
   async start(): Promise<void> {
     if (this.#child) throw new Error(`${this.name} is running`);
     const { mainJs, env, logFile } = this.#spawnArgs;
@@ -100,6 +103,9 @@ export class ServiceNode {
           );
         }),
       ]);
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
     } finally {
       clearTimeout(timer);
     }

@@ -81,6 +81,12 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       'invalid configuration:\n  NATS_URL: the api and pipeline roles share a NATS server; set NATS_URL (only the start role embeds one)',
     );
   }
+  if (!config.NATS_URL && config.NATS_REPLICAS > 1) {
+    // The embedded broker is one server: it cannot keep copies on others.
+    throw new ConfigError(
+      'invalid configuration:\n  NATS_REPLICAS: more than 1 needs a NATS cluster; set NATS_URL to its nodes (or run `npm run cluster`)',
+    );
+  }
   // The largest message: a body as sent plus its headers.
   const maxMessageBytes = config.BODY_MAX_BYTES + 64 * 1024;
   let nats: NatsServerHandle | null = null;

@@ -147,3 +147,24 @@ describe('a message held longer than the ack wait', () => {
     }
   });
 });
+
+describe('the compaction lease', () => {
+  it('is one holder’s at a time, renewed by it, and passes to another once its holder stops renewing (its death)', async () => {
+    const control = stack.service.control;
+    const name = `test-lease-${Date.now()}`;
+    expect(await control.tryLease(name, 'writer-a', 1500)).toBe(true);
+    // Another writer is refused while it is held; the holder renews it.
+    expect(await control.tryLease(name, 'writer-b', 1500)).toBe(false);
+    expect(await control.tryLease(name, 'writer-a', 1500)).toBe(true);
+    // The holder dies (renews no more): once the lease ran out, the other takes it ...
+    expect(
+      await eventually(
+        () => control.tryLease(name, 'writer-b', 60_000),
+        (held) => held,
+        5000,
+      ),
+    ).toBe(true);
+    // ... and the old holder, back, is refused: its next partition is not compacted (storage/compaction.ts).
+    expect(await control.tryLease(name, 'writer-a', 1500)).toBe(false);
+  });
+});

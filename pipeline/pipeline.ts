@@ -73,6 +73,9 @@ const ORPHAN_MIN_AGE_MS = 10 * 60 * 1000;
 /** Expired partitions are deleted at start and then every hour. */
 const RETENTION_EVERY_MS = HOUR_MS;
 
+/** How long a pull request lasts; also how soon a consumer found unavailable is asked for again. */
+const PULL_EXPIRES_MS = 5000;
+
 /** How often the journal is pruned against the consumer's ack floor. */
 const PRUNE_EVERY_MS = 5000;
 
@@ -191,8 +194,13 @@ export class Pipeline {
     const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
     this.#messages = await consumer.consume({
       max_messages: config.CONSUMER_MAX_MESSAGES,
+      // A pull lasts this long, and after a reconnect that finds the consumer unavailable (its NATS node died and
+      // the stream elects a new leader) the client asks again after this long: 5 s, not the default 30 s a
+      // pipeline would otherwise stand idle.
+      expires: PULL_EXPIRES_MS,
       callback: (m) => this.#receive(m),
     });
+    void this.#watchConsumerStatus(this.#messages);
     void this.#messages.closed().then(
       () => this.#closeIntake(),
       () => this.#closeIntake(),
@@ -211,6 +219,16 @@ export class Pipeline {
       }
     }, every);
     this.#heartbeat.unref();
+  }
+
+  /** Says when the consumer is lost and found again (a NATS node died, the stream moved). */
+  async #watchConsumerStatus(messages: ConsumerMessages): Promise<void> {
+    const log = this.#o.log;
+    for await (const s of messages.status()) {
+      if (s.type === 'heartbeats_missed' || s.type === 'consumer_not_found' || s.type === 'stream_not_found')
+        log.warn({ status: s }, 'consumer unavailable; asking again');
+      else if (s.type === 'consumer_deleted') log.error({ status: s }, 'consumer deleted');
+    }
   }
 
   #receive(m: JsMsg): void {

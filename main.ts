@@ -36,6 +36,7 @@ export interface StartOptions {
   /** Listen on config.PORT (the process entry) or not at all (tests use app.inject or their own port). */
   listen?: boolean;
   afterCommit?: PipelineOptions['afterCommit'];
+  beforeCommitPoint?: PipelineOptions['beforeCommitPoint'];
 }
 
 /** The root logger; `destination` lets a test read every line the service writes. */
@@ -171,6 +172,8 @@ async function wire(
         control,
         log: log.child({ module: 'pipeline' }),
         afterCommit: opts.afterCommit,
+        beforeCommitPoint: opts.beforeCommitPoint,
+        sole: nats !== null,
       });
       await pipeline.start();
     }
@@ -238,9 +241,24 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     throw err;
   }
   const log = createLogger(config);
+  // Fault injection for the cluster test, never set otherwise: SIGUSR2 makes this process stop itself (SIGSTOP)
+  // at its next commit point, past the batch's checks, as a long pause or a hung disk would stall it there.
+  let stallArmed = false;
+  const beforeCommitPoint =
+    process.env.FAULT_STALL_ON_SIGUSR2 === '1'
+      ? () => {
+          if (!stallArmed) return;
+          stallArmed = false;
+          process.kill(process.pid, 'SIGSTOP');
+        }
+      : undefined;
+  if (beforeCommitPoint)
+    process.on('SIGUSR2', () => {
+      stallArmed = true;
+    });
   let service: Service;
   try {
-    service = await startService(config, { role, log, listen: true });
+    service = await startService(config, { role, log, listen: true, beforeCommitPoint });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);

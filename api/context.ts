@@ -37,6 +37,16 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
     'Messages whose request was already committed (a redelivery, or a copy a restarted broker stored again): acked, not written again.',
     (s) => s.redeliveredSkipped,
   ],
+  [
+    'svc_pipeline_claims_contested_total',
+    'Messages another pipeline process was committing when this one claimed them (redelivered later).',
+    (s) => s.claimsContested,
+  ],
+  [
+    'svc_pipeline_commits_fenced_total',
+    'Commits of a stalled or dead pipeline process fenced by this one, which took over their messages.',
+    (s) => s.commitsFenced,
+  ],
 ];
 
 /** Durations in seconds: 1 ms to 10 s. */

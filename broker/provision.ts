@@ -31,6 +31,12 @@ export const BUCKETS = {
   issueComments: 'svc_issue_comments',
 } as const;
 
+/** The pipeline's claims of messages at its commit point (pipeline/commit-claims.ts). */
+export const COMMIT_CLAIMS_BUCKET = 'svc_commit_claims';
+
+/** How long a claim lives there; a writer publishes its commit within half of it or not at all. */
+export const COMMIT_CLAIM_TTL_MS = 5 * 60_000;
+
 /** Sessions last 7 days at most: the bucket forgets them then, whatever else happens (CONTRACT §2). */
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -128,12 +134,16 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
       max_ack_pending: consumer.max_ack_pending,
     });
   }
-  for (const bucket of Object.values(BUCKETS)) {
+  const ttls: Record<string, number> = {
+    [BUCKETS.sessions]: SESSION_TTL_MS,
+    [COMMIT_CLAIMS_BUCKET]: COMMIT_CLAIM_TTL_MS,
+  };
+  for (const bucket of [...Object.values(BUCKETS), COMMIT_CLAIMS_BUCKET]) {
     await kvm.create(bucket, {
       history: 1,
       replicas: opts.replicas ?? 1,
       storage: StorageType.File,
-      ...(bucket === BUCKETS.sessions ? { ttl: SESSION_TTL_MS } : {}),
+      ...(ttls[bucket] ? { ttl: ttls[bucket] } : {}),
     });
     // A bucket made before (a single server grown into a cluster) keeps its config on create: raise its copies.
     const name = `KV_${bucket}`;

@@ -3,10 +3,11 @@ import type { IssueOccurrences } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
 import type { BatchWriter, PartitionBatch, WriteStats } from '../storage/batch-writer.js';
 import type { ColumnChunk } from '../storage/columns.js';
-import type { Delivery } from '../storage/commit-journal.js';
+import { type Delivery, Fenced } from '../storage/commit-journal.js';
 
 export interface BatcherLog {
   error(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
   debug(obj: object, msg: string): void;
 }
 
@@ -16,10 +17,10 @@ export interface BatcherOptions {
   flushIntervalMs: number;
   log: BatcherLog;
   /**
-   * The sequences among these messages whose request is already committed, by another process or as another copy
-   * (their rows must not be written again).
+   * Claims a batch's messages for one commit and says which must not be written in it: those whose request is
+   * committed already (by another process, or as another copy), and those another process is committing now.
    */
-  committedElsewhere: (deliveries: readonly Delivery[]) => Promise<Set<number>>;
+  claim: (deliveries: readonly Delivery[]) => Promise<ClaimedBatch>;
   /** Called once a message is acked or naked: it is no longer this process's to hold. */
   onSettled: (msg: JsMsg) => void;
   onFlushed?: (stats: WriteStats & { messages: number; ms: number }) => void;
@@ -33,6 +34,20 @@ export interface BatcherOptions {
    * (they are idempotent).
    */
   beforeCommit?: (entries: readonly BatchEntry[]) => Promise<void>;
+}
+
+/** A batch's messages claimed for one commit (pipeline/commit-claims.ts). */
+export interface ClaimedBatch {
+  /** The commit's number. */
+  no: number;
+  /** Sequences whose request is committed already: acked, not written. */
+  committed: Set<number>;
+  /** Sequences whose request another process is committing now: naked, to come again. */
+  contested: Set<number>;
+  /** Past this (`performance.now()`) the commit must not be published. */
+  notAfter: number;
+  /** Gives the claims back: the commit is given up, or holds nothing. */
+  release: () => void;
 }
 
 /** One parsed message: its rows stay together, in one commit. */
@@ -139,17 +154,24 @@ export class Batcher {
     const started = performance.now();
     let stats: WriteStats = { files: 0, rows: 0, bytes: 0, executions: 0 };
     let entries = all;
+    let claimed: ClaimedBatch | null = null;
     try {
       // A message this process held too long may have been redelivered to another process and committed
-      // there, and a resend may reach the stream again after a broker restart: the rows of a request already
-      // committed, or of a second copy in this batch, must not be written a second time.
-      const skip = await this.#o.committedElsewhere(all.map((e) => e.delivery));
-      if (skip.size > 0) {
+      // there (or be being committed there now), and a resend may reach the stream again after a broker
+      // restart: the rows of a request already committed, or of a second copy in this batch, must not be written
+      // a second time.
+      claimed = await this.#o.claim(all.map((e) => e.delivery));
+      const { committed, contested } = claimed;
+      if (committed.size + contested.size > 0) {
         this.#settle(
-          all.filter((e) => skip.has(e.delivery.seq)),
+          all.filter((e) => committed.has(e.delivery.seq)),
           'ack',
         );
-        entries = all.filter((e) => !skip.has(e.delivery.seq));
+        this.#settle(
+          all.filter((e) => contested.has(e.delivery.seq)),
+          'nak',
+        );
+        entries = all.filter((e) => !committed.has(e.delivery.seq) && !contested.has(e.delivery.seq));
       }
       const parts = new Map<string, PartitionBatch>();
       for (const e of entries) {
@@ -169,15 +191,29 @@ export class Batcher {
           [...parts.values()],
           entries.map((e) => e.delivery),
           ready,
+          claimed,
         );
-      } else await ready;
+      } else {
+        await ready;
+        claimed.release();
+      }
     } catch (err) {
+      // Given up, or published with its renames unfinished (the journal then holds it: releasing is harmless).
+      claimed?.release();
       // Nothing was committed: the messages come back and are processed again.
-      this.#o.log.error(
-        { err, messages: entries.length },
-        'batch write failed; messages will be redelivered',
-      );
-      this.#o.onFailed?.(err);
+      if (err instanceof Fenced) {
+        // This process stalled past its claims; another took the messages over. Not a failure of the batch.
+        this.#o.log.warn(
+          { messages: entries.length, reason: err.message },
+          'batch fenced; messages will come again',
+        );
+      } else {
+        this.#o.log.error(
+          { err, messages: entries.length },
+          'batch write failed; messages will be redelivered',
+        );
+        this.#o.onFailed?.(err);
+      }
       this.#settle(entries, 'nak');
       return;
     }

@@ -1,7 +1,7 @@
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
-import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
+import { COMMIT_CLAIMS_BUCKET, INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema, MESSAGE_ID_HEADER } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
@@ -10,13 +10,14 @@ import type { MetricRecord, Mode } from '../schemas/records.js';
 import { HOUR_MS } from '../schemas/time.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import type { ColumnChunk } from '../storage/columns.js';
-import { CommitJournal, type Delivery } from '../storage/commit-journal.js';
+import { CommitJournal, commitId, type Delivery } from '../storage/commit-journal.js';
 import { type CompactionStats, runCompaction } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
 import { WORKER_EXEC_ARGV, workerFile } from '../storage/worker-file.js';
-import { type BatchEntry, Batcher, retryDelayMs } from './batcher.js';
+import { type BatchEntry, Batcher, type ClaimedBatch, retryDelayMs } from './batcher.js';
+import { type ClaimStats, CommitClaims } from './commit-claims.js';
 import { CumulativeSeries } from './otlp/cumulative.js';
 import type { CumulativeRecord } from './otlp/process.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
@@ -55,6 +56,12 @@ export interface PipelineStats {
   lastFlushRows: number;
   /** Summed flush durations: with `flushes`, the mean flush latency. */
   flushMsTotal: number;
+  /**
+   * Messages another process was committing when a batch of this one claimed them (naked, to come again), and
+   * commits of a stalled or dead process fenced by this one (pipeline/commit-claims.ts).
+   */
+  claimsContested: number;
+  commitsFenced: number;
 }
 
 export interface PipelineOptions {
@@ -65,6 +72,10 @@ export interface PipelineOptions {
   log: PipelineLog;
   /** Test seam: runs after a batch is committed, before its acks. */
   afterCommit?: () => Promise<void> | void;
+  /** Test seam: runs right before a batch's commit point, after its checks. */
+  beforeCommitPoint?: () => void;
+  /** No other pipeline process shares the consumer (the broker is embedded): see CommitClaimsOptions.sole. */
+  sole?: boolean;
 }
 
 /** A temporary file this old was left by a writer that died before committing it. */
@@ -89,6 +100,7 @@ export class Pipeline {
   readonly #cumulative = new CumulativeSeries();
   #pool: Piscina<ParseTask, ParseResult> | null = null;
   #writer: BatchWriter | null = null;
+  #claims: CommitClaims | null = null;
   #batcher: Batcher | null = null;
   #messages: ConsumerMessages | null = null;
   /**
@@ -109,7 +121,7 @@ export class Pipeline {
   #compactionTimer: NodeJS.Timeout | null = null;
   #compactionEngine: QueryEngine | null = null;
   #compacting = false;
-  readonly #stats: PipelineStats = {
+  readonly #stats: Omit<PipelineStats, 'claimsContested' | 'commitsFenced'> = {
     messages: 0,
     redeliveredSkipped: 0,
     failed: 0,
@@ -134,7 +146,8 @@ export class Pipeline {
   }
 
   stats(): Readonly<PipelineStats> {
-    return { ...this.#stats };
+    const claims: Partial<ClaimStats> = this.#claims?.stats ?? {};
+    return { ...this.#stats, claimsContested: claims.contested ?? 0, commitsFenced: claims.fenced ?? 0 };
   }
 
   async start(): Promise<void> {
@@ -165,6 +178,7 @@ export class Pipeline {
       dictionary: config.PARQUET_DICTIONARY,
       journal: this.#journal,
       encodeThreads: config.ENCODE_WORKERS,
+      beforeCommitPoint: this.#o.beforeCommitPoint,
     });
     this.#batcher = new Batcher({
       writer: this.#writer,
@@ -173,11 +187,7 @@ export class Pipeline {
       log,
       afterCommit: this.#o.afterCommit,
       beforeCommit: (entries) => this.#recordIssues(entries),
-      committedElsewhere: async (ds) => {
-        const skip = await this.#journal.committedAmong(ds);
-        this.#stats.redeliveredSkipped += skip.size;
-        return skip;
-      },
+      claim: (ds) => this.#claim(ds),
       onSettled: (m) => this.#held.delete(m.seq),
       onFailed: () => this.#stats.flushFailures++,
       onFlushed: (s) => {
@@ -190,6 +200,13 @@ export class Pipeline {
         this.#stats.flushMsTotal += s.ms;
         void this.#maybePrune();
       },
+    });
+    this.#claims = new CommitClaims({
+      kv: await this.#o.broker.kvm.open(COMMIT_CLAIMS_BUCKET),
+      journal: this.#journal,
+      staleMs: config.CONSUMER_ACK_WAIT_MS,
+      sole: this.#o.sole,
+      log,
     });
     const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
     this.#messages = await consumer.consume({
@@ -219,6 +236,25 @@ export class Pipeline {
       }
     }, every);
     this.#heartbeat.unref();
+  }
+
+  /**
+   * Claims a batch's messages for its commit, then asks the journal, afresh, which are committed already: the
+   * claims first, so no other process can commit one of them between that answer and this commit.
+   */
+  async #claim(ds: readonly Delivery[]): Promise<ClaimedBatch> {
+    const claims = this.#claims!;
+    const no = this.#journal.nextCommitNo();
+    const { contested, held, notAfter } = await claims.claim(ds, commitId(this.#journal.writerId, no));
+    let committed: Set<number>;
+    try {
+      committed = await this.#journal.committedAmong(ds.filter((d) => !contested.has(d.seq)));
+    } catch (err) {
+      claims.release(held);
+      throw err;
+    }
+    this.#stats.redeliveredSkipped += committed.size;
+    return { no, committed, contested, notAfter, release: () => claims.release(held) };
   }
 
   /** Says when the consumer is lost and found again (a NATS node died, the stream moved). */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { Mode } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from './columns.js';
-import { type CommitJournal, type Delivery, NotCommitted } from './commit-journal.js';
+import { type CommitJournal, commitId, type Delivery, NotCommitted } from './commit-journal.js';
 import type { DatasetName } from './datasets.js';
 import { fsyncDir } from './fsync.js';
 import { PARQUET_SUFFIX, partitionDir, TMP_SUFFIX } from './layout.js';
@@ -35,6 +35,8 @@ export interface BatchWriterOptions {
   dictionary?: boolean;
   journal: CommitJournal;
   encodeThreads: number;
+  /** Test seam: runs right before the commit point. */
+  beforeCommitPoint?: () => void;
 }
 
 /**
@@ -59,18 +61,20 @@ export class BatchWriter {
 
   /**
    * `ready`: work that must succeed before the commit point (it runs meanwhile); when it fails nothing is
-   * committed and the temporary files go.
+   * committed and the temporary files go. `commit`: the commit's number, when its messages were claimed under it,
+   * and the time past which it must not be published (`CommitJournal.commit`).
    */
   async write(
     partitions: PartitionBatch[],
     deliveries: readonly Delivery[],
     ready?: Promise<void>,
+    commit?: { no: number; notAfter: number },
   ): Promise<WriteStats> {
     // Awaited below; handled now so a failure before that is not an unhandled rejection.
     ready?.catch(() => {});
     const journal = this.#opts.journal;
-    const commitNo = journal.nextCommitNo();
-    const fileName = `${journal.writerId}-${String(commitNo).padStart(10, '0')}`;
+    const commitNo = commit?.no ?? journal.nextCommitNo();
+    const fileName = commitId(journal.writerId, commitNo);
     const planned = partitions.map((p) => {
       const dir = partitionDir(this.#opts.dataDir, p.dataset, p.workspaceId, p.mode, p.hour);
       return {
@@ -110,15 +114,19 @@ export class BatchWriter {
       await removeTemporary();
       throw err;
     }
+    this.#opts.beforeCommitPoint?.();
     try {
-      await journal.commit({
-        writerId: journal.writerId,
-        commitNo,
-        seqs: deliveries.map((d) => d.seq),
-        ids: deliveries.map((d) => d.id),
-        storedAt: deliveries.map((d) => d.storedAt),
-        files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
-      });
+      await journal.commit(
+        {
+          writerId: journal.writerId,
+          commitNo,
+          seqs: deliveries.map((d) => d.seq),
+          ids: deliveries.map((d) => d.id),
+          storedAt: deliveries.map((d) => d.storedAt),
+          files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
+        },
+        commit?.notAfter,
+      );
     } catch (err) {
       // Past the commit point (only its renames failed) the files are the batch's: they stay for recovery.
       if (err instanceof NotCommitted) await removeTemporary();

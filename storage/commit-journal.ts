@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
-import { fsyncDir, writeFileDurably } from './fsync.js';
+import { fsyncDir, publishExclusively } from './fsync.js';
 import { changedHours } from './generation.js';
 import { partitionHourOf } from './layout.js';
 import { type Manifest, readManifest, retired } from './manifest.js';
@@ -22,6 +22,12 @@ import { type Manifest, readManifest, retired } from './manifest.js';
  * are one request; further apart, two (CONTRACT §5: a key may be reused after 10 minutes). An entry is deleted once
  * the consumer's ack floor has passed all its sequences (no redelivery can follow) and every message not yet
  * processed, and any to come, was stored more than the window after its newest message (none can be its copy).
+ *
+ * Several processes share the journal. An entry is published exclusively (a hard link, which fails when the name
+ * is taken), so a commit can be fenced: another process that must commit a message whose claim names a commit
+ * still unpublished (its writer stalled or died past the claim's staleness, pipeline/commit-claims.ts) publishes a
+ * fence under that commit's name first; the stalled writer's own entry then finds the name taken and its batch is
+ * not committed. Fences are kept an hour, far past the time a writer may still try to publish (its claims' life).
  */
 
 export interface CommitFile {
@@ -50,6 +56,29 @@ export interface CommitEntry {
 
 const ENTRY_SUFFIX = '.json';
 
+/** How long a fence stays: a fenced writer gives up publishing long before (COMMIT_CLAIM_TTL_MS / 2). */
+const FENCE_KEEP_MS = 3600_000;
+
+/** A temporary file of the journal this old was left by a process that died while publishing. */
+const TMP_KEEP_MS = 3600_000;
+
+/** What stands under a commit's name: its entry, a fence, or nothing (not yet, or never, published). */
+export type CommitState = 'committed' | 'fenced' | 'absent';
+
+/** The name of a writer's commit: its journal entry's, its files', its claims' value. */
+export const commitId = (writerId: string, commitNo: number) =>
+  `${writerId}-${String(commitNo).padStart(10, '0')}`;
+
+const COMMIT_ID = /^[A-Za-z0-9_]+-[0-9]{10}$/;
+
+/** A fence stands under a commit's name instead of its entry: the commit is never to be published. */
+interface Fence {
+  fencedBy: string;
+  at: number;
+}
+
+const isFence = (v: unknown): v is Fence => typeof (v as Fence | null)?.fencedBy === 'string';
+
 /** Whether two copies of one id are the same request: stored within the idempotency window of each other. */
 const sameRequest = (a: number, b: number) => Math.abs(a - b) < IDEMPOTENCY_WINDOW_MS;
 
@@ -58,6 +87,9 @@ const CLOCK_MARGIN_MS = 60_000;
 
 /** The commit point was not reached (the entry could not be written): the batch's files are not committed. */
 export class NotCommitted extends Error {}
+
+/** Another process fenced this commit (it took over the batch's messages): the batch's files are not committed. */
+export class Fenced extends NotCommitted {}
 
 /** A file of a committed entry that is neither where it was written nor where it goes, nor compacted away. */
 class CommittedFileLost extends Error {}
@@ -101,6 +133,7 @@ export class CommitJournal {
   readonly dir: string;
   readonly writerId: string;
   #commitNo = 0;
+  #leftoversPrunedAt = 0;
   /** Every entry read or written and not yet pruned, by file name. */
   readonly #entries = new Map<string, CommitEntry>();
   /**
@@ -108,6 +141,8 @@ export class CommitJournal {
    * window (an array only then, to keep the common case small).
    */
   readonly #ids = new Map<string, number | number[]>();
+  /** Fences read, by file name: not entries. */
+  readonly #fences = new Set<string>();
   /** Sequences of entries without ids (written by an earlier version), → their entry. */
   readonly #legacySeqs = new Map<number, string>();
   /**
@@ -132,16 +167,20 @@ export class CommitJournal {
   /** Reads the entries not read before (all of them at recovery). */
   async #loadNew(): Promise<[string, CommitEntry][]> {
     const names = (await fs.readdir(this.dir)).filter(
-      (n) => n.endsWith(ENTRY_SUFFIX) && !this.#entries.has(n),
+      (n) => n.endsWith(ENTRY_SUFFIX) && !this.#entries.has(n) && !this.#fences.has(n),
     );
     const entries: [string, CommitEntry][] = [];
     for (const name of names) {
-      let entry: CommitEntry;
+      let entry: CommitEntry | Fence;
       try {
-        entry = JSON.parse(await fs.readFile(path.join(this.dir, name), 'utf8')) as CommitEntry;
+        entry = JSON.parse(await fs.readFile(path.join(this.dir, name), 'utf8')) as CommitEntry | Fence;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned meanwhile
         throw err;
+      }
+      if (isFence(entry)) {
+        this.#fences.add(name);
+        continue;
       }
       this.#index(name, entry);
       entries.push([name, entry]);
@@ -293,24 +332,61 @@ export class CommitJournal {
     return ++this.#commitNo;
   }
 
-  /** Makes the entry durable (the commit point), then renames the files into place. */
-  async commit(entry: CommitEntry): Promise<void> {
-    const name = `${entry.writerId}-${String(entry.commitNo).padStart(10, '0')}${ENTRY_SUFFIX}`;
-    const file = path.join(this.dir, name);
+  /** What stands under a commit's name now. */
+  async state(id: string): Promise<CommitState> {
+    if (!COMMIT_ID.test(id)) throw new Error(`not a commit id: ${JSON.stringify(id)}`);
+    let text: string;
     try {
-      await writeFileDurably(file, JSON.stringify(entry));
+      text = await fs.readFile(path.join(this.dir, id + ENTRY_SUFFIX), 'utf8');
     } catch (err) {
-      const missing = await fs.access(file).then(
-        () => false,
-        (e: NodeJS.ErrnoException) => e.code === 'ENOENT',
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+      throw err;
+    }
+    return isFence(JSON.parse(text)) ? 'fenced' : 'committed';
+  }
+
+  /**
+   * Makes sure the commit `id` is never published: a fence under its name, unless its entry got there first.
+   * Answers which of the two stands there now.
+   */
+  async fence(id: string): Promise<Exclude<CommitState, 'absent'>> {
+    if (!COMMIT_ID.test(id)) throw new Error(`not a commit id: ${JSON.stringify(id)}`);
+    const fence: Fence = { fencedBy: this.writerId, at: Date.now() };
+    const file = path.join(this.dir, id + ENTRY_SUFFIX);
+    const there = await publishExclusively(file, JSON.stringify(fence), `${file}.${this.writerId}.fence.tmp`);
+    return there === null || isFence(JSON.parse(there)) ? 'fenced' : 'committed';
+  }
+
+  /**
+   * Makes the entry durable (the commit point), then renames the files into place. `notAfter` (a
+   * `performance.now()` time): past it the entry is not published (its writer's claims may have lapsed).
+   */
+  async commit(entry: CommitEntry, notAfter = Number.POSITIVE_INFINITY): Promise<void> {
+    const id = commitId(entry.writerId, entry.commitNo);
+    const name = id + ENTRY_SUFFIX;
+    const file = path.join(this.dir, name);
+    const text = JSON.stringify(entry);
+    if (performance.now() > notAfter)
+      throw new NotCommitted(`commit ${id} too late: its claims may have lapsed`);
+    let there: string | null;
+    try {
+      there = await publishExclusively(file, text, `${file}.tmp`);
+    } catch (err) {
+      const present = await fs.readFile(file, 'utf8').then(
+        (t) => t === text,
+        (e: NodeJS.ErrnoException) => {
+          if (e.code === 'ENOENT') return false;
+          throw err;
+        },
       );
-      if (missing) throw new NotCommitted(`commit entry ${name} not written`, { cause: err });
+      if (!present) throw new NotCommitted(`commit entry ${name} not written`, { cause: err });
       // In place, so committed (readers may have seen it), but not known to be durable: finished, the journal's
       // directory fsynced, before any of its messages is acked.
       this.#index(name, entry);
       this.#unfinished.set(name, entry);
       throw err;
     }
+    if (there !== null) throw new Fenced(`commit ${id} fenced by another process: not committed`);
     this.#index(name, entry);
     try {
       await finishEntries([entry]);
@@ -327,7 +403,7 @@ export class CommitJournal {
    * newest message.
    */
   async prune(ackFloor: number, oldestPending = Date.now()): Promise<number> {
-    let removed = 0;
+    let removed = await this.#pruneLeftovers();
     for (const [name, e] of [...this.#entries]) {
       if (this.#unfinished.has(name)) continue;
       let maxSeq = 0;
@@ -337,6 +413,30 @@ export class CommitJournal {
       if (maxSeq > ackFloor || oldestPending - newest < IDEMPOTENCY_WINDOW_MS + CLOCK_MARGIN_MS) continue;
       await fs.rm(path.join(this.dir, name), { force: true });
       this.#unindex(name);
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Deletes fences past their hour, and temporary files of publications that died with their process. */
+  async #pruneLeftovers(): Promise<number> {
+    const now = Date.now();
+    if (now - this.#leftoversPrunedAt < 60_000) return 0;
+    this.#leftoversPrunedAt = now;
+    let removed = 0;
+    const old = async (name: string, keepMs: number) => {
+      const st = await fs.stat(path.join(this.dir, name)).catch(() => null);
+      return st === null || now - st.mtimeMs > keepMs;
+    };
+    for (const name of [...this.#fences]) {
+      if (!(await old(name, FENCE_KEEP_MS))) continue;
+      await fs.rm(path.join(this.dir, name), { force: true });
+      this.#fences.delete(name);
+      removed++;
+    }
+    for (const name of await fs.readdir(this.dir)) {
+      if (!name.endsWith('.tmp') || !(await old(name, TMP_KEEP_MS))) continue;
+      await fs.rm(path.join(this.dir, name), { force: true });
       removed++;
     }
     return removed;

@@ -12,9 +12,10 @@ import { tempDir } from '../support/env.js';
  * Scale-out under faults (CONTRACT §15): the cluster `npm run cluster` starts (3 NATS nodes, streams and buckets
  * replicated three times, two api and two pipeline processes on one DATA_DIR), under a steady load sent through
  * both api processes by senders that resend every unanswered or refused request under its idempotency key, as an
- * SDK does. Meanwhile one NATS node is SIGKILLed, then one pipeline process, then both are started again. In the
- * end every accepted execution must be listed exactly once by each api process; a key revoked on one api process
- * must be refused by the other within a second.
+ * SDK does. Meanwhile one NATS node is SIGKILLed, then one pipeline process, then both are started again; then the
+ * other pipeline process is stalled past the ack wait at a commit point, several times, and resumed. In the end
+ * every accepted execution must be listed exactly once by each api process; a key revoked on one api process must
+ * be refused by the other within a second.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -22,6 +23,8 @@ const mainJs = path.resolve(here, '..', '..', 'dist', 'main.js');
 
 const SENDERS = 4;
 const PER_REQUEST = 50;
+/** How many times a pipeline process is stalled past the ack wait. */
+const STALLS = 4;
 
 let dir: string;
 let cluster: Cluster;
@@ -34,8 +37,11 @@ beforeAll(async () => {
     restartNodes: false,
     env: {
       FLUSH_INTERVAL_MS: '100',
-      // A killed pipeline's messages come back after this (the live ones are marked in progress every third).
-      CONSUMER_ACK_WAIT_MS: '10000',
+      // A killed or stalled pipeline's messages come back after this (the live ones are marked in progress every
+      // second).
+      CONSUMER_ACK_WAIT_MS: '3000',
+      // SIGUSR2 stalls a pipeline process at its next commit point (main.ts): the test's fault injection.
+      FAULT_STALL_ON_SIGUSR2: '1',
       PIPELINE_WORKERS: '1',
       // The checks read every page of the list: not limited as a person's session is.
       READ_RATE_PER_SEC: '100000',
@@ -47,7 +53,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await cluster?.stop();
-  if (dir) await fs.rm(dir, { recursive: true, force: true });
+  if (dir && !process.env.KEEP_TEST_DIR) await fs.rm(dir, { recursive: true, force: true });
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -93,6 +99,16 @@ async function listAll(base: string, token: string, from: number, to: number): P
     }
   }
   return ids;
+}
+
+/** Whether the process is stopped (state T in /proc) within `ms`. */
+async function stoppedWithin(pid: number, ms: number): Promise<boolean> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+    // The state follows the command name, which is in parentheses.
+    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return true;
+  }
+  return false;
 }
 
 describe('the cluster', () => {
@@ -187,6 +203,19 @@ describe('the cluster', () => {
     await pipeline.start();
     timeline.push(mark('pipeline 1 restarted'));
     await sleep(3000);
+    // A pipeline process that stalls (a long pause, a hung disk) for longer than the ack wait while it holds
+    // messages, in a batch past its checks and about to be committed: they go to the other process, which commits
+    // them; the stalled one then resumes where it stopped. SIGUSR2 asks it to stop itself (SIGSTOP) right there.
+    const stalled = cluster.pipeline[1]!;
+    for (let i = 0; i < STALLS; i++) {
+      process.kill(stalled.pid!, 'SIGUSR2');
+      expect(await stoppedWithin(stalled.pid!, 15_000)).toBe(true);
+      timeline.push(mark('pipeline 2 stalled at a commit point'));
+      await sleep(5000);
+      process.kill(stalled.pid!, 'SIGCONT');
+      timeline.push(mark('pipeline 2 resumed'));
+      await sleep(1000);
+    }
     stopSending = true;
     await Promise.all(senders);
     const loadEnded = Date.now();

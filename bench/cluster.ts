@@ -246,7 +246,9 @@ async function journalWriters(dataDir: string, before: Set<string>): Promise<Sha
   const byWriter = new Map<string, { messages: number; commits: number }>();
   for (const name of await fs.readdir(dir)) {
     if (!name.endsWith('.json') || before.has(name)) continue;
-    const e = JSON.parse(await fs.readFile(path.join(dir, name), 'utf8')) as CommitEntry;
+    const e = JSON.parse(await fs.readFile(path.join(dir, name), 'utf8')) as Partial<CommitEntry>;
+    // A fence (a stalled commit another writer took over) stands under a commit's name but is no entry.
+    if (!e.writerId || !e.seqs) continue;
     const w = byWriter.get(e.writerId) ?? { messages: 0, commits: 0 };
     w.messages += e.seqs.length;
     w.commits++;

@@ -44,8 +44,8 @@ export interface ClaimedBatch {
   committed: Set<number>;
   /** Sequences whose request another process is committing now: naked, to come again. */
   contested: Set<number>;
-  /** Past this (`performance.now()`) the commit must not be published. */
-  notAfter: number;
+  /** True once the claims may have lapsed: the commit must not be published then. */
+  lapsed: () => boolean;
   /** Gives the claims back: the commit is given up, or holds nothing. */
   release: () => void;
 }

@@ -26,8 +26,11 @@ export interface Claimed {
   contested: Set<number>;
   /** The claims made or taken, key → revision, to release if the commit is given up. */
   held: Map<string, number>;
-  /** Past this (`performance.now()`), the commit must not be published. */
-  notAfter: number;
+  /**
+   * True once the claims may have lapsed (half their life gone, by this process's monotonic clock or by the wall
+   * clock, which also runs while the host is suspended): the commit must not be published then.
+   */
+  lapsed: () => boolean;
 }
 
 export interface ClaimStats {
@@ -43,8 +46,8 @@ export interface CommitClaimsOptions {
   /** A claim this old whose commit is not published belongs to a writer that stalled or died. */
   staleMs: number;
   /**
-   * This process is the only pipeline (it embeds the broker): a claim of another process's commit not published
-   * is a dead process's, stale at once (a restart after a crash resumes without waiting for it).
+   * This process is the only pipeline (it embeds the broker): a claim of another commit not published is a dead
+   * process's, stale at once (a restart after a crash resumes without waiting for it).
    */
   sole?: boolean;
   log: { warn(obj: object, msg: string): void; debug(obj: object, msg: string): void };
@@ -64,7 +67,10 @@ export class CommitClaims {
   /** Claims these messages' requests for the commit `commit` (a `commitId`). */
   async claim(deliveries: readonly Delivery[], commit: string): Promise<Claimed> {
     // Taken before the first claim is sent: no claim can lapse before this plus the bucket's age limit.
-    const notAfter = performance.now() + COMMIT_CLAIM_TTL_MS / 2;
+    const mono = performance.now();
+    const wall = Date.now();
+    const half = COMMIT_CLAIM_TTL_MS / 2;
+    const lapsed = () => performance.now() - mono > half || Math.abs(Date.now() - wall) > half;
     const byKey = new Map<string, number[]>();
     for (const d of deliveries) {
       const key = claimKey(d.id);
@@ -103,7 +109,7 @@ export class CommitClaims {
     }
     this.stats.claimed += held.size;
     this.stats.contested += contested.size;
-    return { contested, held, notAfter };
+    return { contested, held, lapsed };
   }
 
   /** The claim's revision once this commit holds it; null while another commit in progress holds it. */
@@ -144,7 +150,10 @@ export class CommitClaims {
     const { journal, log, staleMs, sole } = this.#o;
     if ((await journal.state(holder)) !== 'absent') return true;
     const age = Date.now() - claimedAt.getTime();
-    const gone = sole === true && !holder.startsWith(`${journal.writerId}-`);
+    // This process commits one batch at a time: a commit of its own other than the one claiming now was given up
+    // (a claim whose answer was lost, say). With the broker embedded, another process's commit is a dead one's.
+    const own = holder.startsWith(`${journal.writerId}-`);
+    const gone = own || sole === true;
     if (age < staleMs && !gone) return false;
     if ((await journal.fence(holder)) === 'fenced') {
       this.stats.fenced++;

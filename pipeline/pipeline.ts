@@ -245,7 +245,7 @@ export class Pipeline {
   async #claim(ds: readonly Delivery[]): Promise<ClaimedBatch> {
     const claims = this.#claims!;
     const no = this.#journal.nextCommitNo();
-    const { contested, held, notAfter } = await claims.claim(ds, commitId(this.#journal.writerId, no));
+    const { contested, held, lapsed } = await claims.claim(ds, commitId(this.#journal.writerId, no));
     let committed: Set<number>;
     try {
       committed = await this.#journal.committedAmong(ds.filter((d) => !contested.has(d.seq)));
@@ -254,7 +254,7 @@ export class Pipeline {
       throw err;
     }
     this.#stats.redeliveredSkipped += committed.size;
-    return { no, committed, contested, notAfter, release: () => claims.release(held) };
+    return { no, committed, contested, lapsed, release: () => claims.release(held) };
   }
 
   /** Says when the consumer is lost and found again (a NATS node died, the stream moved). */

@@ -62,13 +62,13 @@ export class BatchWriter {
   /**
    * `ready`: work that must succeed before the commit point (it runs meanwhile); when it fails nothing is
    * committed and the temporary files go. `commit`: the commit's number, when its messages were claimed under it,
-   * and the time past which it must not be published (`CommitJournal.commit`).
+   * and whether the claims may have lapsed (then it is not published: `CommitJournal.commit`).
    */
   async write(
     partitions: PartitionBatch[],
     deliveries: readonly Delivery[],
     ready?: Promise<void>,
-    commit?: { no: number; notAfter: number },
+    commit?: { no: number; lapsed: () => boolean },
   ): Promise<WriteStats> {
     // Awaited below; handled now so a failure before that is not an unhandled rejection.
     ready?.catch(() => {});
@@ -125,7 +125,7 @@ export class BatchWriter {
           storedAt: deliveries.map((d) => d.storedAt),
           files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
         },
-        commit?.notAfter,
+        commit?.lapsed,
       );
     } catch (err) {
       // Past the commit point (only its renames failed) the files are the batch's: they stay for recovery.

@@ -358,20 +358,21 @@ export class CommitJournal {
   }
 
   /**
-   * Makes the entry durable (the commit point), then renames the files into place. `notAfter` (a
-   * `performance.now()` time): past it the entry is not published (its writer's claims may have lapsed).
+   * Makes the entry durable (the commit point), then renames the files into place. `lapsed`, asked right before
+   * the entry is linked into place: true when its writer's claims may have lapsed, and then it is not.
    */
-  async commit(entry: CommitEntry, notAfter = Number.POSITIVE_INFINITY): Promise<void> {
+  async commit(entry: CommitEntry, lapsed?: () => boolean): Promise<void> {
     const id = commitId(entry.writerId, entry.commitNo);
     const name = id + ENTRY_SUFFIX;
     const file = path.join(this.dir, name);
     const text = JSON.stringify(entry);
-    if (performance.now() > notAfter)
-      throw new NotCommitted(`commit ${id} too late: its claims may have lapsed`);
     let there: string | null;
     try {
-      there = await publishExclusively(file, text, `${file}.tmp`);
+      there = await publishExclusively(file, text, `${file}.tmp`, () => {
+        if (lapsed?.()) throw new NotCommitted(`commit ${id} too late: its claims may have lapsed`);
+      });
     } catch (err) {
+      if (err instanceof NotCommitted) throw err;
       const present = await fs.readFile(file, 'utf8').then(
         (t) => t === text,
         (e: NodeJS.ErrnoException) => {

@@ -20,9 +20,14 @@ export const fsyncFile = (file: string): Promise<void> => fsyncPath(file, 'r+');
  * Puts `text` at `target` unless something is there already, atomically and durably: a temporary file, fsynced,
  * hard-linked to `target` (which fails when it exists, on a local disk as on NFS), its directory fsynced. Answers
  * null when `text` is what is there now, or what was there before it. A hard link, not a rename: a rename
- * replaces.
+ * replaces. `beforeLink` runs right before the link, once the file is durable, and may throw to stop it.
  */
-export async function publishExclusively(target: string, text: string, tmp: string): Promise<string | null> {
+export async function publishExclusively(
+  target: string,
+  text: string,
+  tmp: string,
+  beforeLink?: () => void,
+): Promise<string | null> {
   try {
     const fh = await fs.open(tmp, 'w');
     try {
@@ -37,6 +42,7 @@ export async function publishExclusively(target: string, text: string, tmp: stri
   }
   let there: string | null = null;
   try {
+    beforeLink?.();
     await fs.link(tmp, target);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;

@@ -83,7 +83,7 @@ describe('commit claims', () => {
     const xFirst = await x.claims.claim([m], commitId('wX', xNo));
     expect([...xFirst.contested]).toEqual([m.seq]);
 
-    await w.journal.commit(await entryFor(dataDir, w.journal, wNo, m), wClaim.notAfter);
+    await w.journal.commit(await entryFor(dataDir, w.journal, wNo, m), wClaim.lapsed);
     // Once W's commit is published its claim is taken over, and the journal says the request is committed.
     const xAgain = await x.claims.claim([m], commitId('wX', x.journal.nextCommitNo()));
     expect(xAgain.contested.size).toBe(0);
@@ -106,16 +106,27 @@ describe('commit claims', () => {
     expect(x.claims.stats.fenced).toBe(1);
     expect(await x.journal.state(commitId('wW', wNo))).toBe('fenced');
     expect((await x.journal.committedAmong([m])).size).toBe(0);
-    await x.journal.commit(await entryFor(dataDir, x.journal, xNo, m), xClaim.notAfter);
+    await x.journal.commit(await entryFor(dataDir, x.journal, xNo, m), xClaim.lapsed);
 
     // W resumes: its commit point is refused, and its temporary file never becomes visible.
-    await expect(w.journal.commit(wEntry, wClaim.notAfter)).rejects.toBeInstanceOf(NotCommitted);
+    await expect(w.journal.commit(wEntry, wClaim.lapsed)).rejects.toBeInstanceOf(NotCommitted);
     const visible = (await fs.readdir(dataDir)).filter((f) => f.endsWith('.parquet'));
     expect(visible).toEqual([`${commitId('wX', xNo)}.parquet`]);
     // A third process reading the journal finds the request in X's commit only.
     const reader = new CommitJournal(dataDir, 'wR');
     expect(await reader.recover()).toMatchObject({ entries: 1, lost: 0 });
     expect([...(await reader.committedAmong([m]))]).toEqual([m.seq]);
+  });
+
+  it('fence at once a commit of this process it gave up, whose claim was left behind', async () => {
+    const { dataDir, m } = await setUp();
+    const w = await writer(dataDir, 'wW', 60_000);
+    // A claim made, its answer lost, the batch given up: the claim stays under commit 1.
+    await w.claims.claim([m], commitId('wW', w.journal.nextCommitNo()));
+    const again = await w.claims.claim([m], commitId('wW', w.journal.nextCommitNo()));
+    expect(again.contested.size).toBe(0);
+    expect(w.claims.stats).toMatchObject({ fenced: 1, takenOver: 1 });
+    expect(await w.journal.state(commitId('wW', 1))).toBe('fenced');
   });
 
   it('do not fence a commit published first: the other process finds the name taken by the entry', async () => {
@@ -134,10 +145,9 @@ describe('commit claims', () => {
     const x = await writer(dataDir, 'wX', 60_000);
     const wNo = w.journal.nextCommitNo();
     const wClaim = await w.claims.claim([m], commitId('wW', wNo));
-    const late = performance.now() - 1;
-    await expect(w.journal.commit(await entryFor(dataDir, w.journal, wNo, m), late)).rejects.toBeInstanceOf(
-      NotCommitted,
-    );
+    await expect(
+      w.journal.commit(await entryFor(dataDir, w.journal, wNo, m), () => true),
+    ).rejects.toBeInstanceOf(NotCommitted);
     expect(await w.journal.state(commitId('wW', wNo))).toBe('absent');
     w.claims.release(wClaim.held);
     // Released: X claims it at once, without waiting for W's claim to go stale.

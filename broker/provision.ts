@@ -37,6 +37,13 @@ export const COMMIT_CLAIMS_BUCKET = 'svc_commit_claims';
 /** How long a claim lives there; a writer publishes its commit within half of it or not at all. */
 export const COMMIT_CLAIM_TTL_MS = 5 * 60_000;
 
+/**
+ * The state of cumulative OTLP series shared by several pipeline processes (pipeline/otlp/shared-series.ts): a
+ * series idle for an hour is forgotten, as by a lone pipeline (SERIES_IDLE_MS).
+ */
+export const OTLP_SERIES_BUCKET = 'svc_otlp_series';
+export const OTLP_SERIES_TTL_MS = 3600_000;
+
 /** Sessions last 7 days at most: the bucket forgets them then, whatever else happens (CONTRACT §2). */
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -137,8 +144,9 @@ export async function provision(jsm: JetStreamManager, kvm: Kvm, opts: Provision
   const ttls: Record<string, number> = {
     [BUCKETS.sessions]: SESSION_TTL_MS,
     [COMMIT_CLAIMS_BUCKET]: COMMIT_CLAIM_TTL_MS,
+    [OTLP_SERIES_BUCKET]: OTLP_SERIES_TTL_MS,
   };
-  for (const bucket of [...Object.values(BUCKETS), COMMIT_CLAIMS_BUCKET]) {
+  for (const bucket of [...Object.values(BUCKETS), COMMIT_CLAIMS_BUCKET, OTLP_SERIES_BUCKET]) {
     await kvm.create(bucket, {
       history: 1,
       replicas: opts.replicas ?? 1,

@@ -1,7 +1,12 @@
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
-import { COMMIT_CLAIMS_BUCKET, INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
+import {
+  COMMIT_CLAIMS_BUCKET,
+  INGEST_STREAM,
+  OTLP_SERIES_BUCKET,
+  PIPELINE_CONSUMER,
+} from '../broker/provision.js';
 import type { ControlPlane } from '../control/control-plane.js';
 import { INGEST_HEADERS, ingestMessageMetaSchema, MESSAGE_ID_HEADER } from '../schemas/broker-messages.js';
 import type { Config } from '../schemas/config.js';
@@ -20,6 +25,7 @@ import { type BatchEntry, Batcher, type ClaimedBatch, retryDelayMs } from './bat
 import { type ClaimStats, CommitClaims } from './commit-claims.js';
 import { CumulativeSeries } from './otlp/cumulative.js';
 import type { CumulativeRecord } from './otlp/process.js';
+import { SharedCumulativeSeries } from './otlp/shared-series.js';
 import type { ParseResult, ParseTask } from './parse-worker.js';
 import { toChunks } from './to-columns.js';
 
@@ -97,7 +103,8 @@ const PRUNE_EVERY_MS = 5000;
 export class Pipeline {
   readonly #o: PipelineOptions;
   readonly #journal: CommitJournal;
-  readonly #cumulative = new CumulativeSeries();
+  /** Cumulative OTLP series: in memory for a lone pipeline, else shared with the others in the broker. */
+  #cumulative: CumulativeSeries | SharedCumulativeSeries = new CumulativeSeries();
   #pool: Piscina<ParseTask, ParseResult> | null = null;
   #writer: BatchWriter | null = null;
   #claims: CommitClaims | null = null;
@@ -201,6 +208,8 @@ export class Pipeline {
         void this.#maybePrune();
       },
     });
+    if (!this.#o.sole)
+      this.#cumulative = new SharedCumulativeSeries(await this.#o.broker.kvm.open(OTLP_SERIES_BUCKET));
     this.#claims = new CommitClaims({
       kv: await this.#o.broker.kvm.open(COMMIT_CLAIMS_BUCKET),
       journal: this.#journal,
@@ -394,22 +403,24 @@ export class Pipeline {
     this.#stats.rejected += result.counts.rejected;
     const chunks =
       result.cumulative.length > 0
-        ? [...result.chunks, ...this.#increments(meta.data, m.seq, result.cumulative)]
+        ? [...result.chunks, ...(await this.#increments(meta.data, m.seq, result.cumulative))]
         : result.chunks;
     this.#batcher!.add(m, delivery, meta.data.workspaceId, meta.data.mode, chunks, result.issues);
   }
 
   /** Cumulative OTLP points as increments (otlp/cumulative.ts), in column chunks like the worker's. */
-  #increments(
+  async #increments(
     meta: { workspaceId: string; mode: Mode; requestId: string; receivedAt: number },
     seq: number,
     points: readonly CumulativeRecord[],
-  ): ColumnChunk[] {
-    const metrics: MetricRecord[] = [];
-    for (const p of points) {
-      const r = this.#cumulative.increment(`${meta.workspaceId}.${meta.mode}.${p.series}`, p, p.record);
-      if (r !== null) metrics.push(r);
-    }
+  ): Promise<ColumnChunk[]> {
+    const series = this.#cumulative;
+    const key = (p: CumulativeRecord) => `${meta.workspaceId}.${meta.mode}.${p.series}`;
+    const increments =
+      series instanceof CumulativeSeries
+        ? points.map((p) => series.increment(key(p), p, p.record))
+        : await Promise.all(points.map((p) => series.increment(key(p), p, p.record)));
+    const metrics = increments.filter((r): r is MetricRecord => r !== null);
     this.#stats.metrics += metrics.length;
     if (metrics.length === 0) return [];
     const out = { executions: [], logs: [], metrics, rejections: [] };

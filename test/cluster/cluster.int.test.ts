@@ -219,25 +219,35 @@ describe('the cluster', () => {
     stopSending = true;
     await Promise.all(senders);
     const loadEnded = Date.now();
+    // When the pipelines have nothing left (pending or held), measured beside the lists' wait.
+    const watch = await connect({ servers: cluster.natsUrl.split(',') });
+    const jsm = await jetstreamManager(watch);
+    const drained = (async () => {
+      for (const deadline = Date.now() + 150_000; Date.now() < deadline; await sleep(250)) {
+        const c = await jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
+        if (c.num_pending === 0 && c.num_ack_pending === 0) return Date.now() - loadEnded;
+      }
+      return -1;
+    })();
     timeline.push(mark('load stopped'));
 
     // Every accepted execution listed, exactly once, by each api process.
     let lists: string[][] = [];
+    // A pass reads every page of both lists (some seconds for 100k executions): the figure is when the pass that
+    // found everything began.
+    let passStarted = Date.now();
     for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(500)) {
+      passStarted = Date.now();
       lists = await Promise.all(
         [api1!, api2!].map((base) => listAll(base, session.token, from, loadEnded + 1)),
       );
       if (lists.every((l) => new Set(l).size >= accepted.size)) break;
     }
-    const visibleAfterMs = Date.now() - loadEnded;
+    const visibleAfterMs = passStarted - loadEnded;
+    const listPassMs = Date.now() - passStarted;
     // Then, once nothing is left for the pipelines (a late second commit of one request would land now), the
     // lists that are checked.
-    const watch = await connect({ servers: cluster.natsUrl.split(',') });
-    const jsm = await jetstreamManager(watch);
-    for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(250)) {
-      const c = await jsm.consumers.info(INGEST_STREAM, PIPELINE_CONSUMER);
-      if (c.num_pending === 0 && c.num_ack_pending === 0) break;
-    }
+    const drainedAfterMs = await drained;
     await watch.close();
     await sleep(2000);
     lists = await Promise.all(
@@ -260,6 +270,8 @@ describe('the cluster', () => {
         refusals,
         longestGapWithoutAnAcceptMs: longestGap,
         allVisibleMsAfterLoadStopped: visibleAfterMs,
+        pipelinesDrainedMsAfterLoadStopped: drainedAfterMs,
+        listPassMs,
         timeline: timeline.map((t) => ({ ...t, at: t.at - timeline[0]!.at })),
         perApi: figures,
       }),

@@ -16,18 +16,8 @@ export const fsyncDir = (dir: string): Promise<void> => fsyncPath(dir, 'r');
 /** Makes a file's contents durable. */
 export const fsyncFile = (file: string): Promise<void> => fsyncPath(file, 'r+');
 
-/**
- * Puts `text` at `target` unless something is there already, atomically and durably: a temporary file, fsynced,
- * hard-linked to `target` (which fails when it exists, on a local disk as on NFS), its directory fsynced. Answers
- * null when `text` is what is there now, or what was there before it. A hard link, not a rename: a rename
- * replaces. `beforeLink` runs right before the link, once the file is durable, and may throw to stop it.
- */
-export async function publishExclusively(
-  target: string,
-  text: string,
-  tmp: string,
-  beforeLink?: () => void,
-): Promise<string | null> {
+/** Writes `text` to a temporary file and makes it durable; on failure (a full disk) leaves no partial file behind. */
+async function writeTemporary(tmp: string, text: string): Promise<void> {
   try {
     const fh = await fs.open(tmp, 'w');
     try {
@@ -40,6 +30,21 @@ export async function publishExclusively(
     await fs.rm(tmp, { force: true });
     throw err;
   }
+}
+
+/**
+ * Puts `text` at `target` unless something is there already, atomically and durably: a temporary file, fsynced,
+ * hard-linked to `target` (which fails when it exists, on a local disk as on NFS), its directory fsynced. Answers
+ * null when `text` is what is there now, or what was there before it. A hard link, not a rename: a rename
+ * replaces. `beforeLink` runs right before the link, once the file is durable, and may throw to stop it.
+ */
+export async function publishExclusively(
+  target: string,
+  text: string,
+  tmp: string,
+  beforeLink?: () => void,
+): Promise<string | null> {
+  await writeTemporary(tmp, text);
   let there: string | null = null;
   try {
     beforeLink?.();
@@ -59,19 +64,7 @@ export async function publishExclusively(
 /** Replaces `target` with `text` atomically and durably: a temporary file, fsynced, renamed, its directory fsynced. */
 export async function writeFileDurably(target: string, text: string): Promise<void> {
   const tmp = `${target}.tmp`;
-  try {
-    const fh = await fs.open(tmp, 'w');
-    try {
-      await fh.writeFile(text);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-  } catch (err) {
-    // A full disk: leave no partial file taking what little space there is.
-    await fs.rm(tmp, { force: true });
-    throw err;
-  }
+  await writeTemporary(tmp, text);
   await fs.rename(tmp, target);
   await fsyncDir(path.dirname(target));
 }

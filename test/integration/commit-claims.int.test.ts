@@ -2,12 +2,10 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { KV } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Broker, connectBroker } from '../../broker/connection.js';
-import type { NatsServerHandle } from '../../broker/nats-server.js';
 import { COMMIT_CLAIM_TTL_MS, COMMIT_CLAIMS_BUCKET } from '../../broker/provision.js';
 import { CommitClaims } from '../../pipeline/commit-claims.js';
 import { type CommitEntry, CommitJournal, commitId, NotCommitted } from '../../storage/commit-journal.js';
-import { startTestNats, tempDir } from '../support/env.js';
+import { startTestBroker, type TestBroker } from '../support/env.js';
 
 /**
  * Two pipeline processes, W and X, sharing one journal and one claims bucket (a real nats-server, a real
@@ -16,21 +14,17 @@ import { startTestNats, tempDir } from '../support/env.js';
 
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
 
+let env: TestBroker;
 let dir: string;
-let nats: NatsServerHandle;
-let broker: Broker;
 let kv: KV;
 
 beforeAll(async () => {
-  dir = await tempDir('claims');
-  nats = await startTestNats(dir);
-  broker = await connectBroker(nats.url, silent);
-  kv = await broker.kvm.create(COMMIT_CLAIMS_BUCKET, { history: 1, ttl: COMMIT_CLAIM_TTL_MS });
+  env = await startTestBroker('claims');
+  dir = env.dir;
+  kv = await env.broker.kvm.create(COMMIT_CLAIMS_BUCKET, { history: 1, ttl: COMMIT_CLAIM_TTL_MS });
 });
 afterAll(async () => {
-  await broker?.close();
-  await nats?.stop();
-  if (dir) await fs.rm(dir, { recursive: true, force: true });
+  await env?.close();
 });
 
 let run = 0;

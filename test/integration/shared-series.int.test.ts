@@ -1,36 +1,25 @@
-import fs from 'node:fs/promises';
 import type { KV } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Broker, connectBroker } from '../../broker/connection.js';
-import type { NatsServerHandle } from '../../broker/nats-server.js';
 import { OTLP_SERIES_BUCKET, OTLP_SERIES_TTL_MS } from '../../broker/provision.js';
 import { CumulativeSeries } from '../../pipeline/otlp/cumulative.js';
 import { SharedCumulativeSeries } from '../../pipeline/otlp/shared-series.js';
 import type { MetricRecord } from '../../schemas/records.js';
-import { startTestNats, tempDir } from '../support/env.js';
+import { startTestBroker, type TestBroker } from '../support/env.js';
 
 /**
  * A cumulative counter's points reaching two pipeline processes (a real nats-server's bucket between them): the
  * increments they record add up to what one process would have recorded.
  */
 
-const silent = { info() {}, warn() {}, error() {}, debug() {} };
-
-let dir: string;
-let nats: NatsServerHandle;
-let broker: Broker;
+let env: TestBroker;
 let kv: KV;
 
 beforeAll(async () => {
-  dir = await tempDir('series');
-  nats = await startTestNats(dir);
-  broker = await connectBroker(nats.url, silent);
-  kv = await broker.kvm.create(OTLP_SERIES_BUCKET, { history: 1, ttl: OTLP_SERIES_TTL_MS });
+  env = await startTestBroker('series');
+  kv = await env.broker.kvm.create(OTLP_SERIES_BUCKET, { history: 1, ttl: OTLP_SERIES_TTL_MS });
 });
 afterAll(async () => {
-  await broker?.close();
-  await nats?.stop();
-  if (dir) await fs.rm(dir, { recursive: true, force: true });
+  await env?.close();
 });
 
 const MS = 1_000_000n;

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
+import { type Broker, connectBroker } from '../../broker/connection.js';
 import { type NatsServerHandle, startNatsServer } from '../../broker/nats-server.js';
 import { createApiKey } from '../../control/api-keys.js';
 import { createWorkspace } from '../../control/workspaces.js';
@@ -18,6 +19,32 @@ export async function tempDir(prefix: string): Promise<string> {
 /** A real nats-server with JetStream on a free port, its store in its own temp directory. */
 export async function startTestNats(dir: string): Promise<NatsServerHandle> {
   return startNatsServer({ dir: path.join(dir, 'nats') });
+}
+
+export interface TestBroker {
+  dir: string;
+  nats: NatsServerHandle;
+  broker: Broker;
+  close(): Promise<void>;
+}
+
+const quiet = { info() {}, warn() {}, error() {}, debug() {} };
+
+/** A temp directory, a real nats-server in it and a connection to it: for tests below the service. */
+export async function startTestBroker(prefix: string): Promise<TestBroker> {
+  const dir = await tempDir(prefix);
+  const nats = await startTestNats(dir);
+  const broker = await connectBroker(nats.url, quiet, `${prefix}-test`);
+  return {
+    dir,
+    nats,
+    broker,
+    async close() {
+      await broker.close();
+      await nats.stop();
+      await fs.rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**

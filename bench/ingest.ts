@@ -9,6 +9,7 @@ import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { drive, Prober, type Sample, Sampler } from './support/load.js';
 import { envOptions } from './support/options.js';
+import { profilesOf, stageTable } from './support/profile-breakdown.js';
 import {
   cleanupService,
   natsServerPid,
@@ -16,7 +17,8 @@ import {
   serviceEntry,
   signupKey,
 } from './support/service-process.js';
-import { barChart, lineChart, stack } from './support/svg-chart.js';
+import { barChart, lineChart, rowChart, stack } from './support/svg-chart.js';
+import { cpuByGroup, threadSnapshot } from './support/thread-cpu.js';
 import { type BodyTemplate, buildTemplate, decodedBytes, stampBody } from './traffic.js';
 
 /**
@@ -57,7 +59,11 @@ const USAGE = `usage: npm run bench -- ingest [options]
   --sweep K=v1,v2    one run per value of a knob: ${Object.entries(KNOBS)
     .map(([k, v]) => `${k} (${v})`)
     .join(', ')}, or any variable
-  --profile DIR      run the service with --cpu-prof, profiles (one per thread) into DIR
+  --no-logs          executions without logs (by default each has 0–5)
+  --metrics N        metric points per request (20)
+  --profile DIR      run the service with --cpu-prof, profiles (one per thread) into DIR, and split its CPU by
+                     stage (bench/support/profile-breakdown.ts)
+  --compare FILE     with --profile: chart the breakdown beside the one in an earlier result's JSON
   --no-baselines     skip the raw JetStream publish and JSON.parse ceilings
   --keep             keep the temporary data directory
 `;
@@ -73,6 +79,9 @@ interface Options {
   env: Record<string, string>;
   sweep: { variable: string; values: string[] } | undefined;
   profile: string | undefined;
+  noLogs: boolean;
+  metrics: number;
+  compare: string | undefined;
   baselines: boolean;
   keep: boolean;
 }
@@ -102,6 +111,9 @@ function parseOptions(argv: string[]): Options {
       env: { type: 'string', multiple: true, default: [] },
       sweep: { type: 'string' },
       profile: { type: 'string' },
+      'no-logs': { type: 'boolean', default: false },
+      metrics: { type: 'string', default: '20' },
+      compare: { type: 'string' },
       'no-baselines': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -131,6 +143,11 @@ function parseOptions(argv: string[]): Options {
     if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
     return n;
   };
+  const wholeOrZero = (name: string, v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a whole number ≥ 0`);
+    return n;
+  };
   return {
     duration: num('duration', values.duration)!,
     count: num('count', values.count),
@@ -142,6 +159,9 @@ function parseOptions(argv: string[]): Options {
     env,
     sweep,
     profile: values.profile,
+    noLogs: values['no-logs'],
+    compare: values.compare,
+    metrics: wholeOrZero('metrics', values.metrics),
     baselines: !values['no-baselines'],
     keep: values.keep,
   };
@@ -206,7 +226,13 @@ export interface RunResult {
     natsPeakRssMiB: number | null;
     /** Of cpuSeconds, the nats-server's. */
     natsCpuSeconds: number | null;
+    /** The service's process id (its CPU profiles are named by it). */
+    pid: number | null;
+    /** CPU seconds by thread group (thread-cpu.ts) over the run, `nats-server` beside them. */
+    cpuByThread: Record<string, number> | null;
   };
+  /** With --profile: µs per execution by thread group and stage (profile-breakdown.ts). */
+  stages?: { group: string; stage: string; microsPerExecution: number }[];
   benchCpuSeconds: number;
   timeline: Sample[];
   latencyTimeline: [number, number][];
@@ -276,6 +302,7 @@ async function runOnce(
       () => prober.accepted,
     );
     await sampler.start();
+    const threads0 = svc ? await threadSnapshot(svc.pid) : null;
     prober.start();
     const load = await drive({
       concurrency: o.concurrency,
@@ -311,6 +338,7 @@ async function runOnce(
       await new Promise((r) => setTimeout(r, lag === null ? 250 : 50));
     }
     const visibleAt = performance.now();
+    const threads1 = svc ? await threadSnapshot(svc.pid) : null;
     await prober.stop();
     await sampler.sample();
     sampler.stop();
@@ -363,6 +391,14 @@ async function runOnce(
         peakRssMiB: svc ? (sampler.peakRssByPid.get(svc.pid) ?? null) : null,
         natsPeakRssMiB: natsPeak,
         natsCpuSeconds: natsPid ? (sampler.cpuByPid.get(natsPid) ?? null) : null,
+        pid: svc?.pid ?? null,
+        cpuByThread:
+          threads0 && threads1
+            ? Object.fromEntries([
+                ...cpuByGroup(threads0, threads1),
+                ...(natsPid ? [['nats-server', sampler.cpuByPid.get(natsPid) ?? 0] as const] : []),
+              ])
+            : null,
       },
       benchCpuSeconds: (cpuBench.user + cpuBench.system) / 1e6,
       timeline,
@@ -429,6 +465,50 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
   ]);
 }
 
+/** CPU µs per stored execution by thread group, and by stage when profiled. */
+function breakdownTable(r: RunResult): string {
+  const n = r.executions.visible;
+  const rows: [string, string][] = [['CPU µs per execution, by thread', '']];
+  for (const [group, s] of Object.entries(r.service.cpuByThread!).sort((a, b) => b[1] - a[1]))
+    rows.push([`  ${group}`, fmt((s * 1e6) / n, 2)]);
+  if (r.stages) {
+    rows.push(['by thread and stage (shares of each thread from its CPU profile)', '']);
+    for (const s of r.stages)
+      if (s.microsPerExecution >= 0.05) rows.push([`  ${s.group}: ${s.stage}`, fmt(s.microsPerExecution, 2)]);
+  }
+  return table(rows);
+}
+
+/** The stage breakdown as bars, beside an earlier result's (`--compare`) when given. */
+async function breakdownChart(r: RunResult, compare: string | undefined): Promise<string> {
+  const key = (s: { group: string; stage: string }) => `${s.group}: ${s.stage}`;
+  const now = new Map(r.stages!.map((s) => [key(s), s.microsPerExecution]));
+  let before: Map<string, number> | null = null;
+  let beforeName = '';
+  if (compare) {
+    const earlier = JSON.parse(await fs.readFile(compare, 'utf8')) as Partial<RunResult> & { at?: string };
+    if (!earlier.stages) throw new Error(`${compare} has no stage breakdown (run with --profile)`);
+    before = new Map(earlier.stages.map((s) => [key(s), s.microsPerExecution]));
+    beforeName = `before (${earlier.service?.cpuMicrosPerExecution?.toFixed(1) ?? '?'} µs/exec)`;
+  }
+  const names = [...new Set([...(before?.keys() ?? []), ...now.keys()])].filter(
+    (n) => Math.max(now.get(n) ?? 0, before?.get(n) ?? 0) >= 0.1,
+  );
+  names.sort(
+    (a, b) => Math.max(now.get(b) ?? 0, before?.get(b) ?? 0) - Math.max(now.get(a) ?? 0, before?.get(a) ?? 0),
+  );
+  const nowName = `${before ? 'after' : 'this run'} (${r.service.cpuMicrosPerExecution?.toFixed(1)} µs/exec)`;
+  return rowChart({
+    title: 'Service CPU per stored execution, by thread and stage',
+    valueLabel: 'µs of CPU per execution',
+    series: before ? [beforeName, nowName] : [nowName],
+    rows: names.map((n) => ({
+      name: n,
+      values: before ? [before.get(n) ?? 0, now.get(n) ?? 0] : [now.get(n) ?? 0],
+    })),
+  });
+}
+
 async function writeResult(name: string, json: unknown, svg: string | null): Promise<string> {
   await fs.mkdir(resultsDir, { recursive: true });
   const base = path.join(resultsDir, `${name}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -445,7 +525,14 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     const templates: BodyTemplate[] = [];
     for (let i = 0; i < TEMPLATES; i++) {
       const firstFingerprint = templates.at(-1)?.nextFingerprint ?? 0;
-      templates.push(buildTemplate(1000 + i, run, o.batch, { gzip: o.gzip, firstFingerprint }));
+      templates.push(
+        buildTemplate(1000 + i, run, o.batch, {
+          gzip: o.gzip,
+          firstFingerprint,
+          noLogs: o.noLogs,
+          metrics: o.metrics,
+        }),
+      );
     }
     const t0 = templates[0]!;
     process.stdout.write(
@@ -474,6 +561,16 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       const r = await runOnce(o, templates, `${run}${i}`, setting, dir);
       results.push(r);
       process.stdout.write(`\n${runTable(r, o, baselines)}\n`);
+      if (r.service.cpuByThread) {
+        // The service has stopped: its profiles (one per thread) are written.
+        if (o.profile && r.service.pid !== null)
+          r.stages = stageTable(
+            new Map(Object.entries(r.service.cpuByThread)),
+            await profilesOf(path.resolve(o.profile), r.service.pid),
+            r.executions.visible,
+          );
+        process.stdout.write(`\n${breakdownTable(r)}\n`);
+      }
       if (r.executions.visible !== r.executions.accepted) {
         process.stdout.write(`FAIL: ${r.executions.accepted} accepted but ${r.executions.visible} visible\n`);
         process.exitCode = 1;
@@ -517,6 +614,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     }
     const base = await writeResult(o.sweep ? 'ingest-sweep' : 'ingest', json, svg);
     process.stdout.write(`\nresults: ${base}.json, chart: ${base}.svg\n`);
+    if (results[0]!.stages) {
+      await fs.writeFile(`${base}-breakdown.svg`, await breakdownChart(results[0]!, o.compare));
+      process.stdout.write(`breakdown chart: ${base}-breakdown.svg\n`);
+    }
   } finally {
     if (!o.keep) await fs.rm(dir, { recursive: true, force: true });
   }

@@ -62,6 +62,8 @@ export interface TemplateOptions {
   firstFingerprint?: number;
   /** Custom metric points per request. */
   metrics?: number;
+  /** No logs inline (by default each execution has 0–5): plain executions. */
+  noLogs?: boolean;
   /**
    * gzip-compressed, as SDKs send on slow links. A compressed body cannot be patched per request, so its
    * executions carry no executionId (the service derives one from the request id and position) and the
@@ -107,7 +109,9 @@ export function buildTemplate(
     const fp = inBurst ? burst : failed ? nextFingerprint++ % fingerprints : 0;
     const service = failed ? SERVICES[fp % SERVICES.length]! : SERVICES[skewed(r, SERVICES.length)]!;
     const endpointNo = failed ? Math.floor(fp / SERVICES.length) : skewed(r, 200);
-    const logCount = Math.floor(r() * 6);
+    // Drawn either way, so the rest of the body is the same with and without logs.
+    const drawnLogs = Math.floor(r() * 6);
+    const logCount = opts.noLogs ? 0 : drawnLogs;
     logs += logCount;
     const startedAt = now - Math.floor(r() * 5000);
     return {

@@ -3,11 +3,14 @@ import { Piscina } from 'piscina';
 import type { IssueOccurrences } from '../schemas/issues.js';
 import type { Mode, SpanRecord } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
+import { nameThread } from '../storage/worker-file.js';
 import { parseOtlpFormat } from './otlp/decode.js';
 import { type CumulativeRecord, processOtlp } from './otlp/process.js';
 import { cachedOutcomeRules } from './outcome-rules.js';
 import { processPayload } from './process-payload.js';
 import { toChunks } from './to-columns.js';
+
+nameThread('svc-parse');
 
 /**
  * Piscina worker: one ingest message → column chunks. Decompression, JSON parsing, validation, scrubbing and

@@ -147,3 +147,48 @@ export function stack(charts: string[]): string {
   const inner = charts.map((c, i) => c.replace('<svg ', `<svg y="${i * H}" `)).join('\n');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H * charts.length}" viewBox="0 0 ${W} ${H * charts.length}">\n${inner}\n</svg>`;
 }
+
+/**
+ * Horizontal bars, one row per name and one bar per series in it (e.g. a CPU breakdown before and after): the
+ * document grows with the rows, so long labels stay readable.
+ */
+export function rowChart(opts: {
+  title: string;
+  valueLabel: string;
+  series: string[];
+  rows: { name: string; values: number[] }[];
+}): string {
+  const labelW = 330;
+  const barH = 12;
+  const rowH = barH * opts.series.length + 8;
+  const top = 50;
+  const height = top + rowH * opts.rows.length + 40;
+  const plotW = W - labelW - 70;
+  const max = niceMax(Math.max(0, ...opts.rows.flatMap((r) => r.values)));
+  const body: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${height}" viewBox="0 0 ${W} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${W}" height="${height}" fill="white"/>`,
+    `<text x="${W / 2}" y="20" text-anchor="middle" font-size="14">${esc(opts.title)}</text>`,
+    ...opts.series.map(
+      (s, i) =>
+        `<rect x="${labelW + i * 160}" y="30" width="10" height="10" fill="${COLORS[i % COLORS.length]}"/><text x="${labelW + i * 160 + 14}" y="39">${esc(s)}</text>`,
+    ),
+  ];
+  opts.rows.forEach((r, i) => {
+    const y = top + i * rowH;
+    body.push(`<text x="${labelW - 8}" y="${y + rowH / 2 + 2}" text-anchor="end">${esc(r.name)}</text>`);
+    r.values.forEach((v, j) => {
+      const w = (plotW * v) / max;
+      const by = y + j * barH;
+      body.push(
+        `<rect x="${labelW}" y="${by}" width="${w.toFixed(1)}" height="${barH - 2}" fill="${COLORS[j % COLORS.length]}"/>`,
+        `<text x="${(labelW + w + 4).toFixed(1)}" y="${by + barH - 3}">${label(v)}</text>`,
+      );
+    });
+  });
+  body.push(
+    `<text x="${labelW}" y="${height - 12}">${esc(opts.valueLabel)} (axis to ${label(max)})</text>`,
+    '</svg>',
+  );
+  return body.join('\n');
+}

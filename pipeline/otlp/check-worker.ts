@@ -1,5 +1,8 @@
+import { nameThread } from '../../storage/worker-file.js';
 import { checkOtlp, OtlpDecodeError, type OtlpEncoding } from './decode.js';
 import type { Signal } from './proto.js';
+
+nameThread('svc-otlp-check');
 
 /**
  * Piscina worker for the API (CONTRACT §12): an OTLP body decoded and checked before the answer, off the event

@@ -68,10 +68,15 @@ export const configSchema = z.object({
   /** Unacked messages are redelivered after this long; must cover a slow flush. */
   CONSUMER_ACK_WAIT_MS: int(30_000, 1000),
   /**
-   * Codec of the files each flush writes. They live minutes: compaction merges them. Snappy
-   * encodes in about half ZSTD's CPU (measured: 6.3 against 9–11 µs per execution) for 1.5× the bytes.
+   * Codec of the files each flush writes. They live minutes: compaction merges them into compressed files.
+   * `uncompressed` is written directly from the columns (storage/parquet-plain.ts); `snappy` and `zstd` go through
+   * parquet-wasm. Alternating A/B over 20 s (`npm run bench -- ingest --sweep
+   * PARQUET_COMPRESSION=snappy,uncompressed,snappy,uncompressed`): 67.8 / 59.8 µs of CPU per execution with
+   * snappy, 50.6 / 49.5 uncompressed (the encoder thread 9.9 / 8.3 against 2.8 / 2.3), 25.3k / 27.5k against
+   * 33.7k / 32.5k stored exec/s; for about 4.5× the bytes until the merge (about 710 B per execution with its
+   * logs). Snappy encodes in about half ZSTD's CPU (measured: 6.3 against 9–11 µs per execution).
    */
-  PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('snappy'),
+  PARQUET_COMPRESSION: z.enum(['zstd', 'snappy', 'uncompressed']).default('uncompressed'),
   /**
    * Dictionary-encode the columns of the files each flush writes: smaller files for more encoding work. Off:
    * they live until the next merge, which encodes its own. Alternating A/B over 30 s: 50.9k/45.9k stored

@@ -3,6 +3,10 @@ import path from 'node:path';
 import type { ColumnChunk } from './columns.js';
 import type { DatasetName } from './datasets.js';
 import { type Codec, encodeParquet } from './parquet-encode.js';
+import { encodePlainParquet } from './parquet-plain.js';
+import { nameThread } from './worker-file.js';
+
+nameThread('svc-encode');
 
 /** Piscina worker: encodes each partition of a batch and writes it, fsynced, under its temporary name. */
 
@@ -20,7 +24,10 @@ export interface EncodeResult {
 export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeResult> {
   const files: EncodeResult['files'] = [];
   for (const p of task.partitions) {
-    const bytes = encodeParquet(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
+    const bytes =
+      task.codec === 'uncompressed'
+        ? encodePlainParquet(p.dataset, p.chunks)
+        : encodeParquet(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
     await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
     const fh = await fs.open(p.tmpPath, 'w');
     try {

@@ -45,7 +45,7 @@ const DATASET_VERSION = 8;
 const MARKER = 'bench-query-dataset.json';
 /** Beside the marker: every issue's IssueOccurrences over the whole dataset, biggest first. */
 const ISSUES_FILE = 'bench-query-issues.json';
-/** The service's default codec (PARQUET_COMPRESSION). */
+/** Compressed, unlike the service's default (PARQUET_COMPRESSION): a whole dataset is written before it is compacted. */
 const CODEC: Codec = 'zstd';
 /** Executions per simulated SDK request: one `toChunks` call, one journal sequence. */
 const REQUEST_ROWS = 500;

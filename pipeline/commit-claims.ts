@@ -50,7 +50,11 @@ export interface CommitClaimsOptions {
    * process's, stale at once (a restart after a crash resumes without waiting for it).
    */
   sole?: boolean;
-  log: { warn(obj: object, msg: string): void; debug(obj: object, msg: string): void };
+  log: {
+    info(obj: object, msg: string): void;
+    warn(obj: object, msg: string): void;
+    debug(obj: object, msg: string): void;
+  };
 }
 
 /** The key of a request's claim: its id, hashed to the characters a key may hold. */
@@ -157,10 +161,17 @@ export class CommitClaims {
     if (age < staleMs && !gone) return false;
     if ((await journal.fence(holder)) === 'fenced') {
       this.stats.fenced++;
-      log.warn(
-        { commit: holder, claimAgeMs: age },
-        'a commit stalled past its claim: fenced, its messages taken over',
-      );
+      // Expected after a restart (the commit of the process that stopped); a stall past the claim is not.
+      if (gone)
+        log.info(
+          { commit: holder, claimAgeMs: age },
+          'a commit given up (or left by a stopped process) fenced: its messages taken over',
+        );
+      else
+        log.warn(
+          { commit: holder, claimAgeMs: age },
+          'a commit stalled past its claim: fenced, its messages taken over',
+        );
     }
     return true;
   }

@@ -94,3 +94,22 @@ export function build() {
   run(process.execPath, [path.join(root, 'sdk', 'node', 'build.mjs')]);
   run(process.execPath, [path.join(root, 'dashboard', 'build.mjs')]);
 }
+
+/**
+ * Passes a stop on to `child`, the process these scripts run: SIGINT and SIGTERM (a terminal's Ctrl-C reaches
+ * both already; the service and the cluster launcher take one stop asked twice as one), and a stop when this
+ * script's parent goes (npm killed, or a shell that died without passing the signal on), so nothing is left
+ * running behind a stopped `npm start` or `npm run cluster`. Exits as the child did.
+ */
+export function passStopTo(child) {
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid !== parent) child.kill('SIGTERM');
+  }, 1000);
+  watch.unref();
+  child.on('exit', (code, signal) => {
+    clearInterval(watch);
+    process.exitCode = code ?? (signal ? 1 : 0);
+  });
+}

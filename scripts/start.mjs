@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { build, ensureDependencies, ensureNatsServer, root } from './setup.mjs';
+import { build, ensureDependencies, ensureNatsServer, passStopTo, root } from './setup.mjs';
 
 ensureDependencies();
 ensureNatsServer();
@@ -16,14 +16,5 @@ try {
   // A bad configuration: the service names the variable (and exits 2) when it starts.
   flags = [];
 }
-// The service runs as a child so that it gets its V8 flags. Ctrl-C reaches both (one process group): this
-// process waits for the service's graceful stop and exits as it did.
-const child = spawn(process.execPath, [...flags, entry, ...process.argv.slice(2)], { stdio: 'inherit' });
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    if (signal === 'SIGTERM') child.kill('SIGTERM');
-  });
-}
-child.on('exit', (code, signal) => {
-  process.exitCode = code ?? (signal ? 1 : 0);
-});
+// The service runs as a child so that it gets its V8 flags; this process waits for its graceful stop.
+passStopTo(spawn(process.execPath, [...flags, entry, ...process.argv.slice(2)], { stdio: 'inherit' }));

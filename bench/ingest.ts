@@ -218,6 +218,8 @@ export interface RunResult {
   loadSeconds: number;
   lastAcceptToVisibleMs: number;
   visibleLatency: ReturnType<Prober['summary']>;
+  /** Marked executions never listed but found by id. */
+  unseenButStored: string[];
   service: {
     cpuSeconds: number | null;
     /** CPU microseconds per stored execution (service and its nats-server). */
@@ -385,6 +387,7 @@ async function runOnce(
       loadSeconds: load.seconds,
       lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
       visibleLatency: prober.summary(),
+      unseenButStored: prober.unseenButStored,
       service: {
         cpuSeconds,
         cpuMicrosPerExecution: cpuSeconds !== null && visible > 0 ? (cpuSeconds * 1e6) / visible : null,
@@ -576,7 +579,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
         process.exitCode = 1;
       }
       if (r.visibleLatency.unseen > 0) {
-        process.stdout.write(`FAIL: ${r.visibleLatency.unseen} marked executions never became visible\n`);
+        process.stdout.write(
+          `FAIL: ${r.visibleLatency.unseen} marked executions never became visible` +
+            ` (${r.unseenButStored.length} of them found by id: ${r.unseenButStored.join(', ')})\n`,
+        );
         process.exitCode = 1;
       }
     }

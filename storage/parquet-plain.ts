@@ -51,7 +51,7 @@ if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1)
 
 /** Thrift compact protocol, the encoding of Parquet's footer and page headers. */
 class Thrift {
-  bytes = new Uint8Array(4096);
+  bytes = new Uint8Array(256);
   at = 0;
   #last: number[] = [0];
 
@@ -230,8 +230,9 @@ const DELTA_MINIBLOCK = DELTA_BLOCK / DELTA_MINIBLOCKS;
 export function deltaBinaryPacked(values: Int32Array): Uint8Array {
   const n = values.length;
   const blocks = Math.ceil(Math.max(0, n - 1) / DELTA_BLOCK);
-  // Worst case per block: a 10-byte min delta, the widths, and every miniblock 33 bits wide.
-  const out = new Uint8Array(32 + blocks * (10 + DELTA_MINIBLOCKS + DELTA_BLOCK * 5));
+  // Worst case per block: a 10-byte min delta, the widths, and every miniblock 33 bits wide. Not zeroed: what is
+  // or-ed into is zeroed first.
+  const out = Buffer.allocUnsafeSlow(32 + blocks * (10 + DELTA_MINIBLOCKS + DELTA_BLOCK * 5));
   let p = uleb(out, 0, DELTA_BLOCK);
   p = uleb(out, p, DELTA_MINIBLOCKS);
   p = uleb(out, p, n);
@@ -247,6 +248,8 @@ export function deltaBinaryPacked(values: Int32Array): Uint8Array {
     }
     p = uleb(out, p, zigzag(min));
     const widthsAt = p;
+    // The widths of miniblocks a short last block does not need stay 0.
+    out.fill(0, widthsAt, widthsAt + DELTA_MINIBLOCKS);
     p += DELTA_MINIBLOCKS;
     for (let m = 0; m * DELTA_MINIBLOCK < count; m++) {
       const from = m * DELTA_MINIBLOCK;
@@ -257,6 +260,7 @@ export function deltaBinaryPacked(values: Int32Array): Uint8Array {
       const width = max === 0 ? 0 : 32 - Math.clz32(max >>> 0);
       out[widthsAt + m] = width;
       if (width === 0) continue;
+      out.fill(0, p, p + ((DELTA_MINIBLOCK * width) >> 3));
       let bit = 0;
       for (let j = from; j < to; j++) {
         let v = (deltas[j]! - min) >>> 0;
@@ -342,6 +346,8 @@ function writeValues(def: ColumnDef, parts: Parts, out: Uint8Array, at: number):
       if (c === null || c.t !== 'bool') continue;
       for (let i = 0; i < rows; i++) {
         if (c.valid !== null && c.valid[i] === 0) continue;
+        // The output is not zeroed: each byte is, as its first bit is written.
+        if ((bit & 7) === 0) out[p + (bit >> 3)] = 0;
         if (c.values[i]) out[p + (bit >> 3)]! |= 1 << (bit & 7);
         bit++;
       }
@@ -484,7 +490,8 @@ export function encodePlainParquet(
   );
   const pagesEnd = at;
   // The statistics need the values' range, known once they are written: the values go first, the footer after.
-  const out = new Uint8Array(pagesEnd + 64 * 1024);
+  // Every byte of it is written (allocUnsafeSlow: not zeroed, which cost the encoder a memset of the whole file).
+  const out = Buffer.allocUnsafeSlow(pagesEnd + 64 * 1024);
   out.set(MAGIC, 0);
   const ranges = pages.map((g) =>
     g.map((p) => {
@@ -539,7 +546,7 @@ export function encodePlainParquet(
     .structList(7, defs, (t) => t.struct(1, () => {}))
     .end();
   const total = pagesEnd + footer.length + 8;
-  const file = total <= out.length ? out : new Uint8Array(total);
+  const file = total <= out.length ? out : Buffer.allocUnsafeSlow(total);
   if (file !== out) file.set(out.subarray(0, pagesEnd));
   file.set(footer, pagesEnd);
   new DataView(file.buffer, file.byteOffset).setInt32(pagesEnd + footer.length, footer.length, true);

@@ -72,9 +72,13 @@ export class Prober {
   readonly #sent = new Map<string, number>();
   readonly #samples: { at: number; ms: number }[] = [];
   #timers: NodeJS.Timeout[] = [];
+  /** Marked executions sent and not yet answered: `stop` waits for them before it waits for their listing. */
+  readonly #sending = new Set<Promise<void>>();
   #polling = false;
   /** Marked executions answered 202 so far (they are stored too, in their own workspace). */
   accepted = 0;
+  /** Marked executions never listed that their detail finds: a listing problem, not a lost execution. */
+  readonly unseenButStored: string[] = [];
   #k = 0;
   readonly #t0: number;
 
@@ -93,7 +97,13 @@ export class Prober {
   }
 
   start(): void {
-    this.#timers.push(setInterval(() => void this.#send(), this.everyMs));
+    this.#timers.push(
+      setInterval(() => {
+        const sent = this.#send();
+        this.#sending.add(sent);
+        void sent.finally(() => this.#sending.delete(sent));
+      }, this.everyMs),
+    );
     this.#timers.push(setInterval(() => void this.#poll(), this.pollMs));
   }
 
@@ -172,9 +182,19 @@ export class Prober {
   /** Stops sending; keeps polling until every sent probe was seen or `timeoutMs` passed. */
   async stop(timeoutMs = 30_000): Promise<void> {
     clearInterval(this.#timers[0]);
+    // One answered after this point would otherwise count as never seen: nothing would look for it.
+    await Promise.allSettled([...this.#sending]);
     const deadline = Date.now() + timeoutMs;
     while (this.#sent.size > 0 && Date.now() < deadline) await sleep(this.pollMs);
     for (const t of this.#timers) clearInterval(t);
+    // A marked execution never listed: asked for by id, to tell one the list missed from one never stored.
+    for (const id of this.#sent.keys()) {
+      const res = await this.#pool
+        .request({ method: 'GET', path: `/api/executions/${encodeURIComponent(id)}`, headers: this.#headers })
+        .catch(() => null);
+      await res?.body.dump();
+      if (res?.statusCode === 200) this.unseenButStored.push(id);
+    }
     await this.#pool.close();
   }
 

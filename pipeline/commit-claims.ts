@@ -45,11 +45,6 @@ export interface CommitClaimsOptions {
   journal: CommitJournal;
   /** A claim this old whose commit is not published belongs to a writer that stalled or died. */
   staleMs: number;
-  /**
-   * This process is the only pipeline (it embeds the broker): a claim of another commit not published is a dead
-   * process's, stale at once (a restart after a crash resumes without waiting for it).
-   */
-  sole?: boolean;
   log: {
     info(obj: object, msg: string): void;
     warn(obj: object, msg: string): void;
@@ -151,22 +146,18 @@ export class CommitClaims {
    * process now, if it is not published and its claim is stale); no while it is in progress.
    */
   async #mayTake(holder: string, claimedAt: Date): Promise<boolean> {
-    const { journal, log, staleMs, sole } = this.#o;
+    const { journal, log, staleMs } = this.#o;
     if ((await journal.state(holder)) !== 'absent') return true;
     const age = Date.now() - claimedAt.getTime();
     // This process commits one batch at a time: a commit of its own other than the one claiming now was given up
-    // (a claim whose answer was lost, say). With the broker embedded, another process's commit is a dead one's.
+    // (a claim whose answer was lost, say).
     const own = holder.startsWith(`${journal.writerId}-`);
-    const gone = own || sole === true;
-    if (age < staleMs && !gone) return false;
+    if (age < staleMs && !own) return false;
     if ((await journal.fence(holder)) === 'fenced') {
       this.stats.fenced++;
-      // Expected after a restart (the commit of the process that stopped); a stall past the claim is not.
-      if (gone)
-        log.info(
-          { commit: holder, claimAgeMs: age },
-          'a commit given up (or left by a stopped process) fenced: its messages taken over',
-        );
+      // Expected for a commit of its own it gave up; a stall past the claim is not.
+      if (own)
+        log.info({ commit: holder, claimAgeMs: age }, 'a commit given up fenced: its messages taken over');
       else
         log.warn(
           { commit: holder, claimAgeMs: age },

@@ -208,15 +208,18 @@ export class Pipeline {
         void this.#maybePrune();
       },
     });
-    if (!this.#o.sole)
+    // Alone on the consumer, this process is the only writer and commits one batch at a time, asking the journal
+    // before each: claims guard against another process committing the same request, so they are not needed.
+    // Measured: two KV writes per message (claim, release), about 1,600 a second at full load.
+    if (!this.#o.sole) {
       this.#cumulative = new SharedCumulativeSeries(await this.#o.broker.kvm.open(OTLP_SERIES_BUCKET));
-    this.#claims = new CommitClaims({
-      kv: await this.#o.broker.kvm.open(COMMIT_CLAIMS_BUCKET),
-      journal: this.#journal,
-      staleMs: config.CONSUMER_ACK_WAIT_MS,
-      sole: this.#o.sole,
-      log,
-    });
+      this.#claims = new CommitClaims({
+        kv: await this.#o.broker.kvm.open(COMMIT_CLAIMS_BUCKET),
+        journal: this.#journal,
+        staleMs: config.CONSUMER_ACK_WAIT_MS,
+        log,
+      });
+    }
     const consumer = await this.#o.broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
     this.#messages = await consumer.consume({
       max_messages: config.CONSUMER_MAX_MESSAGES,
@@ -252,8 +255,13 @@ export class Pipeline {
    * claims first, so no other process can commit one of them between that answer and this commit.
    */
   async #claim(ds: readonly Delivery[]): Promise<ClaimedBatch> {
-    const claims = this.#claims!;
+    const claims = this.#claims;
     const no = this.#journal.nextCommitNo();
+    if (!claims) {
+      const committed = await this.#journal.committedAmong(ds);
+      this.#stats.redeliveredSkipped += committed.size;
+      return { no, committed, contested: new Set(), lapsed: () => false, release: () => {} };
+    }
     const { contested, held, lapsed } = await claims.claim(ds, commitId(this.#journal.writerId, no));
     let committed: Set<number>;
     try {

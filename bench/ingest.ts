@@ -7,7 +7,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
-import { drive, Prober, type Sample, Sampler } from './support/load.js';
+import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
 import { envOptions } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
 import {
@@ -169,17 +169,27 @@ function parseOptions(argv: string[]): Options {
 
 interface Baselines {
   rawJetStreamPublishExecPerSec: number;
+  /** The baseline nats-server's CPU per execution published: what storing the bodies alone costs it. */
+  rawPublishNatsMicrosPerExecution: number | null;
   jsonParseExecPerSecPerThread: number;
 }
 
 /** Raw JetStream publish of the same bodies, from Node, to a nats-server of its own (stopped afterwards). */
-async function rawPublishBaseline(dir: string, templates: BodyTemplate[], o: Options): Promise<number> {
+async function rawPublishBaseline(
+  dir: string,
+  templates: BodyTemplate[],
+  o: Options,
+): Promise<{ execPerSec: number; natsMicrosPerExecution: number | null }> {
   const nats = await startNatsServer({ dir: path.join(dir, 'baseline-nats') });
+  const pid = nats.pid();
+  const cpu = async () =>
+    pid === null ? null : ((await procStats(pid).catch(() => null))?.cpuSeconds ?? null);
   try {
     const nc = await connect({ servers: nats.url });
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['bench.raw'], max_msg_size: 8 * 1024 * 1024 });
     const js = jetstream(nc);
+    const cpu0 = await cpu();
     const r = await drive({
       concurrency: o.concurrency,
       seconds: Math.min(10, o.duration),
@@ -189,8 +199,13 @@ async function rawPublishBaseline(dir: string, templates: BodyTemplate[], o: Opt
         return true;
       },
     });
+    const cpu1 = await cpu();
     await nc.close();
-    return (r.accepted * o.batch) / r.seconds;
+    const executions = r.accepted * o.batch;
+    return {
+      execPerSec: executions / r.seconds,
+      natsMicrosPerExecution: cpu0 !== null && cpu1 !== null ? ((cpu1 - cpu0) * 1e6) / executions : null,
+    };
   } finally {
     await nats.stop();
   }
@@ -546,12 +561,15 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     );
     let baselines: Baselines | null = null;
     if (o.baselines) {
+      const raw = await rawPublishBaseline(dir, templates, o);
       baselines = {
         jsonParseExecPerSecPerThread: jsonParseBaseline(templates, o),
-        rawJetStreamPublishExecPerSec: await rawPublishBaseline(dir, templates, o),
+        rawJetStreamPublishExecPerSec: raw.execPerSec,
+        rawPublishNatsMicrosPerExecution: raw.natsMicrosPerExecution,
       };
       process.stdout.write(
-        `ceilings: raw JetStream publish ${fmt(baselines.rawJetStreamPublishExecPerSec)} exec/s, ` +
+        `ceilings: raw JetStream publish ${fmt(baselines.rawJetStreamPublishExecPerSec)} exec/s ` +
+          `(nats-server ${fmt(raw.natsMicrosPerExecution, 1)} µs CPU per execution), ` +
           `JSON.parse ${fmt(baselines.jsonParseExecPerSecPerThread)} exec/s per thread\n`,
       );
     }

@@ -6,6 +6,12 @@ import path from 'node:path';
  * A sample is charged to the innermost frame of the stack that belongs to a known stage (the service's own code
  * by folder and file, or a library by package), so the JSON parse a route calls is the route's, and the NATS
  * client's protocol parsing under no service frame is the client's. GC and time outside JS are their own stages.
+ *
+ * V8 samples by the wall clock: a thread that is runnable but waiting for a core is charged to the frame it was
+ * preempted in. On a saturated 2-core machine that favours the frames that wake another thread (a worker's
+ * `Atomics.notify`, a socket write to nats-server), so the shares are where a thread spends its time, not only
+ * its CPU; the groups' totals (from /proc) are CPU. For CPU alone by function, `perf record` the service started
+ * with `--env NODE_OPTIONS=--perf-basic-prof-only-functions` (perf sees JIT frames by name then).
  */
 
 export interface ThreadProfile {

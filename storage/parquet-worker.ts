@@ -2,13 +2,23 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { ColumnChunk } from './columns.js';
 import type { DatasetName } from './datasets.js';
-import { type Codec, encodeParquet } from './parquet-encode.js';
+import type { Codec } from './parquet-encode.js';
 import { encodePlainParquet } from './parquet-plain.js';
 import { nameThread } from './worker-file.js';
 
 nameThread('svc-encode');
 
 /** Piscina worker: encodes each partition of a batch and writes it, fsynced, under its temporary name. */
+
+/**
+ * parquet-wasm (and apache-arrow) only when a compressed codec is configured: loading them instantiates the wasm
+ * module in every encoder thread, memory it never gives back, for the default codec that does not use them.
+ */
+let compressed: Promise<typeof import('./parquet-encode.js').encodeParquet> | null = null;
+const compressedEncoder = () => {
+  compressed ??= import('./parquet-encode.js').then((m) => m.encodeParquet);
+  return compressed;
+};
 
 export interface EncodeTask {
   codec: Codec;
@@ -27,7 +37,7 @@ export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeRe
     const bytes =
       task.codec === 'uncompressed'
         ? encodePlainParquet(p.dataset, p.chunks)
-        : encodeParquet(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
+        : (await compressedEncoder())(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
     await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
     const fh = await fs.open(p.tmpPath, 'w');
     try {

@@ -66,13 +66,8 @@ class Thrift {
     this.bytes[this.at++] = b;
   }
   #varint(n: number): void {
-    // Up to 2^53: the values here (sizes, offsets, counts) are non-negative and below that.
-    let v = n;
-    while (v >= 0x80) {
-      this.#byte((v % 0x80) | 0x80);
-      v = Math.floor(v / 0x80);
-    }
-    this.#byte(v);
+    this.#room(10);
+    this.at = uleb(this.bytes, this.at, n);
   }
   #zigzag(n: number): void {
     this.#varint(n >= 0 ? n * 2 : -n * 2 - 1);
@@ -207,7 +202,7 @@ function encode(def: ColumnDef, parts: Parts): Encoded {
   return { nonNull, lengths: null, valueBytes };
 }
 
-/** Unsigned LEB128 of a non-negative integer below 2^53. */
+/** Unsigned LEB128 of a non-negative integer below 2^53 (sizes, offsets, counts: all are); returns where it ends. */
 function uleb(out: Uint8Array, at: number, n: number): number {
   let p = at;
   let v = n;
@@ -284,39 +279,20 @@ export function deltaBinaryPacked(values: Int32Array): Uint8Array {
  * value is present (or none is), else one bit-packed run.
  */
 function definitionLevels(parts: Parts, rows: number, nonNull: number): Uint8Array {
-  if (nonNull === rows || nonNull === 0) {
-    const header: number[] = [];
-    for (let v = rows * 2; ; v = Math.floor(v / 0x80)) {
-      if (v < 0x80) {
-        header.push(v);
-        break;
-      }
-      header.push((v % 0x80) | 0x80);
+  // An RLE run: its length, then the level in one byte. A bit-packed run: its count of 8-value groups, then them.
+  const run = nonNull === rows || nonNull === 0;
+  const bodyBytes = run ? 1 : (rows + 7) >> 3;
+  const out = new Uint8Array(4 + 10 + bodyBytes);
+  const at = uleb(out, 4, run ? rows * 2 : ((rows + 7) >> 3) * 2 + 1);
+  new DataView(out.buffer).setInt32(0, at - 4 + bodyBytes, true);
+  if (run) out[at] = nonNull === 0 ? 0 : 1;
+  else {
+    let row = 0;
+    for (const { column: c, rows: n } of parts) {
+      for (let i = 0; i < n; i++, row++) if (isValid(c, i)) out[at + (row >> 3)]! |= 1 << (row & 7);
     }
-    const out = new Uint8Array(4 + header.length + 1);
-    new DataView(out.buffer).setInt32(0, header.length + 1, true);
-    out.set(header, 4);
-    out[4 + header.length] = nonNull === 0 ? 0 : 1;
-    return out;
   }
-  const groups = (rows + 7) >> 3;
-  const header: number[] = [];
-  for (let v = groups * 2 + 1; ; v = Math.floor(v / 0x80)) {
-    if (v < 0x80) {
-      header.push(v);
-      break;
-    }
-    header.push((v % 0x80) | 0x80);
-  }
-  const out = new Uint8Array(4 + header.length + groups);
-  new DataView(out.buffer).setInt32(0, header.length + groups, true);
-  out.set(header, 4);
-  const bits = 4 + header.length;
-  let row = 0;
-  for (const { column: c, rows: n } of parts) {
-    for (let i = 0; i < n; i++, row++) if (isValid(c, i)) out[bits + (row >> 3)]! |= 1 << (row & 7);
-  }
-  return out;
+  return out.subarray(0, at + bodyBytes);
 }
 
 /** Min and max of a numeric column's non-null values (the statistics). */

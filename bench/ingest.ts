@@ -3,10 +3,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+} from '@nats-io/jetstream';
+import { connect, nanos } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
 import { envOptions } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
@@ -171,24 +179,65 @@ interface Baselines {
   rawJetStreamPublishExecPerSec: number;
   /** The baseline nats-server's CPU per execution published: what storing the bodies alone costs it. */
   rawPublishNatsMicrosPerExecution: number | null;
+  /**
+   * The same bodies through a work queue as the service's (duplicate window, published with ids), consumed by a
+   * pull consumer that acks each: executions/s until all were acked, and the nats-server's CPU per execution, the
+   * broker's own cost of the service's pattern.
+   */
+  rawWorkQueueExecPerSec: number;
+  rawWorkQueueNatsMicrosPerExecution: number | null;
   jsonParseExecPerSecPerThread: number;
 }
 
-/** Raw JetStream publish of the same bodies, from Node, to a nats-server of its own (stopped afterwards). */
+/**
+ * Raw JetStream publish of the same bodies, from Node, to a nats-server of its own (stopped afterwards); with
+ * `workQueue`, into a work-queue stream consumed and acked as the pipeline does, until every message is acked.
+ */
 async function rawPublishBaseline(
   dir: string,
   templates: BodyTemplate[],
   o: Options,
+  workQueue = false,
 ): Promise<{ execPerSec: number; natsMicrosPerExecution: number | null }> {
-  const nats = await startNatsServer({ dir: path.join(dir, 'baseline-nats') });
+  const nats = await startNatsServer({
+    dir: path.join(dir, workQueue ? 'baseline-wq-nats' : 'baseline-nats'),
+  });
   const pid = nats.pid();
   const cpu = async () =>
     pid === null ? null : ((await procStats(pid).catch(() => null))?.cpuSeconds ?? null);
   try {
     const nc = await connect({ servers: nats.url });
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['bench.raw'], max_msg_size: 8 * 1024 * 1024 });
+    await jsm.streams.add({
+      name: 'BENCH_RAW',
+      subjects: ['bench.raw'],
+      max_msg_size: 8 * 1024 * 1024,
+      ...(workQueue
+        ? {
+            retention: RetentionPolicy.Workqueue,
+            discard: DiscardPolicy.New,
+            duplicate_window: nanos(IDEMPOTENCY_WINDOW_MS),
+          }
+        : {}),
+    });
     const js = jetstream(nc);
+    let acked = 0;
+    if (workQueue) {
+      await jsm.consumers.add('BENCH_RAW', {
+        durable_name: 'raw',
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        max_ack_pending: 1000,
+      });
+      const messages = await (await js.consumers.get('BENCH_RAW', 'raw')).consume({ max_messages: 256 });
+      void (async () => {
+        for await (const m of messages) {
+          m.ack();
+          acked++;
+        }
+      })();
+    }
+    const started = performance.now();
     const cpu0 = await cpu();
     const r = await drive({
       concurrency: o.concurrency,
@@ -199,11 +248,13 @@ async function rawPublishBaseline(
         return true;
       },
     });
+    while (workQueue && acked < r.accepted) await new Promise((res) => setTimeout(res, 20));
+    const seconds = workQueue ? (performance.now() - started) / 1000 : r.seconds;
     const cpu1 = await cpu();
     await nc.close();
     const executions = r.accepted * o.batch;
     return {
-      execPerSec: executions / r.seconds,
+      execPerSec: executions / seconds,
       natsMicrosPerExecution: cpu0 !== null && cpu1 !== null ? ((cpu1 - cpu0) * 1e6) / executions : null,
     };
   } finally {
@@ -466,8 +517,20 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
     ],
     ['raw JetStream publish exec/s (ceiling)', fmt(raw)],
     ['stored / raw publish', raw ? fmt(r.storedExecPerSec / raw, 2) : '–'],
+    [
+      'raw work queue exec/s, published, consumed, acked',
+      baselines
+        ? `${fmt(baselines.rawWorkQueueExecPerSec)} (its nats-server ${fmt(baselines.rawWorkQueueNatsMicrosPerExecution, 1)} µs CPU per execution)`
+        : '–',
+    ],
     ['JSON.parse exec/s per thread (ceiling)', fmt(parse)],
     ['stored / JSON.parse one thread', parse ? fmt(r.storedExecPerSec / parse, 2) : '–'],
+    [
+      'service CPU per execution ÷ JSON.parse per execution',
+      parse && r.service.cpuMicrosPerExecution !== null
+        ? fmt((r.service.cpuMicrosPerExecution * parse) / 1e6, 1)
+        : '–',
+    ],
     [
       'service CPU seconds (node + nats-server)',
       `${fmt(r.service.cpuSeconds, 1)} (nats-server ${fmt(r.service.natsCpuSeconds, 1)})`,
@@ -562,14 +625,18 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     let baselines: Baselines | null = null;
     if (o.baselines) {
       const raw = await rawPublishBaseline(dir, templates, o);
+      const wq = await rawPublishBaseline(dir, templates, o, true);
       baselines = {
+        rawWorkQueueExecPerSec: wq.execPerSec,
+        rawWorkQueueNatsMicrosPerExecution: wq.natsMicrosPerExecution,
         jsonParseExecPerSecPerThread: jsonParseBaseline(templates, o),
         rawJetStreamPublishExecPerSec: raw.execPerSec,
         rawPublishNatsMicrosPerExecution: raw.natsMicrosPerExecution,
       };
       process.stdout.write(
         `ceilings: raw JetStream publish ${fmt(baselines.rawJetStreamPublishExecPerSec)} exec/s ` +
-          `(nats-server ${fmt(raw.natsMicrosPerExecution, 1)} µs CPU per execution), ` +
+          `(nats-server ${fmt(raw.natsMicrosPerExecution, 1)} µs CPU per execution), work queue published, ` +
+          `consumed and acked ${fmt(wq.execPerSec)} exec/s (nats-server ${fmt(wq.natsMicrosPerExecution, 1)} µs), ` +
           `JSON.parse ${fmt(baselines.jsonParseExecPerSecPerThread)} exec/s per thread\n`,
       );
     }

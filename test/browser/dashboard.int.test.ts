@@ -542,19 +542,34 @@ describe('the dashboard, away from sign-up', () => {
 
     // A 429 (the session's read budget spent for real: requests keep spending it while the view asks): the page
     // says so, waits its retry-after, and shows the view once the spending stops.
-    // (The spending asks the cheapest read there is, so that even a loaded machine answers it faster than the
-    // budget refills; the view is the issues list, whose seven requests cannot all find a token that trickled in.)
-    await member.evaluate(`(() => {
-      window.burning = true;
-      const burn = async () => { while (window.burning) await fetch('/api/auth/me'); };
-      for (let i = 0; i < 5; i++) burn();
-      setTimeout(() => document.querySelector('nav[aria-label="Main"] a[href="/issues"]').click(), 500);
-    })()`);
+    // (The spending asks the cheapest read there is, from 16 connections of this process under the member's
+    // session: the page's own six connections, at a loaded machine's latency, spent it no faster than it refills,
+    // and the 429 never came. The view is the issues list, whose seven requests cannot all find a token.)
+    const memberSession = (await member.context().cookies()).find((c) => c.name === 'svc_session')!.value;
+    let burning = true;
+    const burn = async () => {
+      while (burning) {
+        const res = await fetch(`${base}/api/auth/me`, {
+          headers: { authorization: `Bearer ${memberSession}` },
+        });
+        await res.arrayBuffer();
+      }
+    };
+    const burners = Array.from({ length: 16 }, burn);
+    await expect
+      .poll(
+        async () =>
+          (await fetch(`${base}/api/auth/me`, { headers: { authorization: `Bearer ${memberSession}` } }))
+            .status,
+      )
+      .toBe(429);
+    await member.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Issues' }).click();
     await member
       .getByRole('status')
       .filter({ hasText: /Too many requests: trying again in \d+ s/ })
       .waitFor();
-    await member.evaluate('window.burning = false');
+    burning = false;
+    await Promise.all(burners);
     await expect.poll(() => member.locator('table tbody tr').count()).toBe(2);
     await expect.poll(() => member.getByRole('link', { name: /^Open 2$/ }).count()).toBe(1);
     expect(

@@ -16,7 +16,7 @@ import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
-import { envOptions } from './support/options.js';
+import { envOptions, wholeNumber } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
 import {
   cleanupService,
@@ -151,11 +151,6 @@ function parseOptions(argv: string[]): Options {
     if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
     return n;
   };
-  const wholeOrZero = (name: string, v: string) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a whole number ≥ 0`);
-    return n;
-  };
   return {
     duration: num('duration', values.duration)!,
     count: num('count', values.count),
@@ -169,7 +164,7 @@ function parseOptions(argv: string[]): Options {
     profile: values.profile,
     noLogs: values['no-logs'],
     compare: values.compare,
-    metrics: wholeOrZero('metrics', values.metrics),
+    metrics: wholeNumber('metrics', values.metrics, 0, 100_000),
     baselines: !values['no-baselines'],
     keep: values.keep,
   };

@@ -235,6 +235,13 @@ export class Prober {
 }
 
 /** CPU seconds (user + system) and peak RSS of a process, from /proc. */
+/** User + system CPU seconds from a `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat` line (clock ticks of 10 ms). */
+export function statCpuSeconds(stat: string): number {
+  // Fields after the command name, which is in parentheses and may hold spaces: utime and stime are 14th and 15th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 export async function procStats(
   pid: number,
 ): Promise<{ cpuSeconds: number; rssMiB: number; peakRssMiB: number }> {
@@ -242,10 +249,8 @@ export async function procStats(
     fs.readFile(`/proc/${pid}/stat`, 'utf8'),
     fs.readFile(`/proc/${pid}/status`, 'utf8'),
   ]);
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
   const kib = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
-  return { cpuSeconds: ticks / 100, rssMiB: kib('VmRSS') / 1024, peakRssMiB: kib('VmHWM') / 1024 };
+  return { cpuSeconds: statCpuSeconds(stat), rssMiB: kib('VmRSS') / 1024, peakRssMiB: kib('VmHWM') / 1024 };
 }
 
 /** Executions the list API counts for `key`'s workspace: a query over every file written, not to be asked often. */

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { statCpuSeconds } from './load.js';
 
 /**
  * CPU by thread of a process, from /proc/<pid>/task (Linux). The service names its worker threads
@@ -26,10 +27,9 @@ export async function threadSnapshot(pid: number): Promise<ThreadSnapshot> {
           fs.readFile(`/proc/${pid}/task/${t}/stat`, 'utf8'),
           fs.readFile(`/proc/${pid}/task/${t}/comm`, 'utf8'),
         ]);
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const name = comm.trim();
         const group = tid === pid ? 'main' : name.startsWith('svc-') ? name : 'other';
-        out.set(tid, { group, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 });
+        out.set(tid, { group, cpuSeconds: statCpuSeconds(stat) });
       } catch {
         // The thread ended between the listing and the read.
       }

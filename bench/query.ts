@@ -30,7 +30,14 @@ import type { IssueOccurrences } from '../schemas/issues.js';
 import { DAY_MS, HOUR_MS } from '../schemas/time.js';
 import { QueryEngine, type Row, type SqlParam } from '../storage/duckdb.js';
 import { listPartitionFiles } from '../storage/layout.js';
-import { type DatasetMarker, prepareDataset, readIssueOccurrences } from './support/dataset.js';
+import { readManifest, wholeRowFiles } from '../storage/manifest.js';
+import {
+  type DatasetMarker,
+  type DiskParts,
+  diskParts,
+  prepareDataset,
+  readIssueOccurrences,
+} from './support/dataset.js';
 import { wholeNumber } from './support/options.js';
 import { type BenchService, startBenchService } from './support/service-session.js';
 import { quantile } from './support/stats.js';
@@ -252,8 +259,9 @@ async function listScenario(
 
 async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenario> {
   const scope = { workspaceId: m.workspaceId, mode: m.mode };
-  // The same window getExecution lists: every partition there is.
-  const files = await listPartitionFiles(
+  // The same window getExecution lists: every partition there is, each file's rows where all their columns are
+  // (a scan-only hour file's in its by-id parts).
+  const visible = await listPartitionFiles(
     dataDir,
     'executions',
     m.workspaceId,
@@ -261,6 +269,14 @@ async function detailScenario(dataDir: string, m: DatasetMarker): Promise<Scenar
     0,
     Number.MAX_SAFE_INTEGER,
   );
+  const files = (
+    await Promise.all(
+      visible.map(async (f) => {
+        const manifest = await readManifest(path.dirname(f));
+        return manifest ? wholeRowFiles(path.dirname(f), manifest, [path.basename(f)]) : [f];
+      }),
+    )
+  ).flat();
   // A stride coprime with the sample count visits every sampled id before repeating one.
   const idFor = (run: number) => m.sampleIds[(run * 97 + 13) % m.sampleIds.length]!;
   const statement = (run: number) => ({ sql: DETAIL_SQL, params: { files, id: idFor(run) } });
@@ -809,8 +825,22 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       `${reused ? 'reused (generated earlier: ' : 'generated ('}${fmt(g.rowsPerSec)} rows/s through BatchWriter, ` +
         `${fmt(g.seconds, 1)} s + compaction ${fmt(g.compaction.seconds, 1)} s); ` +
         `${g.files} files, ${fmt(g.parquetBytes / 2 ** 20, 1)} MiB of Parquet; ` +
-        `${fmt(g.logs)} logs, ${fmt(g.logParquetBytes / 2 ** 20, 1)} MiB\n\n`,
+        `${fmt(g.logs)} logs, ${fmt(g.logParquetBytes / 2 ** 20, 1)} MiB\n`,
     );
+    // Measured now, as compacted by this build (a reused dataset's marker has the sizes of its generation).
+    const disk: Record<string, DiskParts & { bytesPerExecution: number }> = {};
+    for (const dataset of ['executions', 'logs']) {
+      const parts = await diskParts(dataDir, dataset);
+      const sum = Object.values(parts).reduce((a, b) => a + b, 0);
+      disk[dataset] = { ...parts, bytesPerExecution: sum / o.executions };
+      const per = (n: number) => fmt(n / o.executions, 1);
+      process.stdout.write(
+        `  ${dataset} on disk: ${per(sum)} B per execution = hour files ${per(parts.hourFiles)} + by-id copies ` +
+          `${per(parts.byIdCopies)} + rollups ${per(parts.rollups)} + per-minute rollups ${per(parts.minutes)} + ` +
+          `manifests ${per(parts.other)}\n`,
+      );
+    }
+    process.stdout.write('\n');
 
     const wanted = (key: string) =>
       o.only === null || o.only.some((k) => key === k || key.startsWith(`${k}:`));
@@ -1005,6 +1035,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
           }
         : null,
       queries: results,
+      disk,
       targets: {
         serviceContextP95Ms: 50,
         detailP95Ms: 20,

@@ -2,10 +2,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { HOUR_MS } from '../schemas/time.js';
-import { CONTEXT_COLUMN_PREFIX } from './context-columns.js';
 import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
-import type { QueryEngine } from './duckdb.js';
+import type { QueryEngine, SqlParam } from './duckdb.js';
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
 import { datePartitions, hourPartitions, modeDirs } from './layout.js';
@@ -21,6 +20,7 @@ import {
   RUNNING_PREFIX,
   readManifest,
   visibleFiles,
+  wholeRowFiles,
   writeManifest,
 } from './manifest.js';
 import { EXECUTION_SIDECARS, type SidecarField, type SidecarKind } from './sidecars.js';
@@ -81,15 +81,18 @@ const RUNNING: Record<DatasetName, string> = {
  * group it decodes: the hour's file is laid out for the lists' scans (large row groups, sorted by service and
  * time), the copy for reads by id, where a lookup opens the one part whose id range holds the id (from the
  * footers, cached) and decodes one small row group of it. At 10M executions: a 16k-row group of the hour's file
- * took 9 ms to decode, one of a 2k-row part 4–6 ms; smaller groups in the hour's file made the lists 2.5× slower.
- * Executions leave out the typed context columns (for filters, never read by id); logs keep those of an
- * execution. The copy costs its bytes again on disk and a sort when the hour ends; merges while the hour is
- * written do not make one (the current hour's few files are read whole).
+ * took 9 ms to decode, one of a 2k-row part 4–6 ms; smaller groups in the hour's file made the lists 2.5× slower
+ * (and at 1M, a row found in the hour's file through the statistics of its service and start, 17–20 ms at p50
+ * against 8 in a part). An ended executions hour is split instead (writeSplitOrNone): its copy holds every
+ * column and the hour's file only what scans read (SCAN_ONLY_DROPS); this copy of an executions file is for the
+ * hours merged before the split (and those it failed for), made beside a file that keeps every column. Logs copy
+ * those of an execution. The copy costs a sort when the hour ends; merges while the hour is written do not make
+ * one (the current hour's few files are read whole).
  */
 const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: string }>> = {
   executions: {
     rows: 'SELECT count(*)::DOUBLE AS n FROM read_parquet($file, hive_partitioning = false)',
-    sql: `SELECT COLUMNS(lambda c: NOT starts_with(c, '${CONTEXT_COLUMN_PREFIX}')) FROM read_parquet($file, hive_partitioning = false)
+    sql: `SELECT * FROM read_parquet($file, hive_partitioning = false)
       ORDER BY execution_id, received_at, ingest_seq`,
     rowGroup: 2048,
   },
@@ -101,6 +104,42 @@ const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: 
   },
 };
 const BY_ID_ROW_GROUPS = 16;
+
+/**
+ * The columns an hour's executions file leaves to its by-id copy: what only the detail of one execution reads
+ * (query/executions.ts DETAIL_COLUMNS) and what no query of executions reads (the failures dataset has the
+ * issue's own). Lists, context searches, the rollups (storage/sidecars.ts) and the failures' rebuild read the
+ * rest. At 1M executions of the query benchmark's body these are about 41 of the file's 88 bytes per execution
+ * (request 16, span ids 13, context 9: the typed ctx_* columns stay for the filters).
+ */
+const SCAN_ONLY_DROPS = [
+  'span_id',
+  'parent_span_id',
+  'context',
+  'request',
+  'response',
+  'exception',
+  'exception_message',
+  'outcome_reason',
+  'outcome_evidence',
+  'truncated',
+  'fingerprint',
+  'failure_type',
+  'request_id',
+];
+
+/**
+ * Executions files in 16k-row groups: chosen when the detail read these files (a quarter less than at 32k, the list
+ * no slower); reads by id now go to the by-id copy, and at 8k the list's per-row-group costs grow.
+ */
+const EXECUTIONS_ROW_GROUP = 16_384;
+
+/** An ended executions hour's by-id copy, made from the merge's inputs (writeSplitOrNone). */
+const SPLIT_BY_ID = {
+  sql: `${ALL_ROWS} ${FIRST_COPY} ORDER BY execution_id, received_at, ingest_seq`,
+  rowGroup: BY_ID.executions!.rowGroup,
+};
+const SCAN_ONLY_COLUMNS = `COLUMNS(lambda c: NOT list_contains([${SCAN_ONLY_DROPS.map((c) => `'${c}'`).join(', ')}], c))`;
 
 /**
  * The hour's final failures file, rebuilt against its executions (bound as `$sources`) rather than merged alone:
@@ -215,21 +254,26 @@ export async function compactPartition(
     const outPath = path.join(dir, out);
     // Written under a temporary name and renamed before the manifest names it: the service's readers go by the
     // manifest anyway, but nothing that globs *.parquet ever finds a half-written file either.
-    // Executions in 16k-row groups: chosen when the detail read these files (a quarter less than at 32k, the list
-    // no slower); reads by id now go to the by-id copy, and at 8k the list's per-row-group costs grow.
-    const rowGroup = dataset === 'executions' ? 16_384 : 122_880;
+    const rowGroup = dataset === 'executions' ? EXECUTIONS_ROW_GROUP : 122_880;
+    const codec = opts.codec ?? 'zstd';
     const tmpPath = `${outPath}.tmp`;
-    let byId: ByIdPart[] | null = null;
-    try {
-      const merge = await mergeStatement(dir, dataset, hourEnded);
-      await engine.all(
-        `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${opts.codec ?? 'zstd'}, ROW_GROUP_SIZE ${rowGroup})`,
-        { files: inputs.map((n) => path.join(dir, n)), ...merge.params },
-      );
-      const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
-      byId = byIdSpec
-        ? await writeByIdOrNone(engine, byIdSpec, tmpPath, outPath, opts.codec ?? 'zstd')
+    const files = wholeRowFiles(dir, manifest, inputs);
+    // An executions hour that has ended is split into its by-id copy and the hour's file of scanned columns.
+    let byId =
+      hourEnded && dataset === 'executions'
+        ? await writeSplitOrNone(engine, files, outPath, tmpPath, codec)
         : null;
+    const scanOnly = byId !== null;
+    try {
+      if (!scanOnly) {
+        const merge = await mergeStatement(dir, dataset, hourEnded);
+        await engine.all(
+          `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${rowGroup})`,
+          { files, ...merge.params },
+        );
+        const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
+        byId = byIdSpec ? await writeByIdOrNone(engine, byIdSpec, tmpPath, outPath, codec) : null;
+      }
       await fsyncAll([tmpPath, ...(byId ?? []).map((p) => path.join(dir, p.name))]);
       await fs.rename(tmpPath, outPath);
       await fsyncDir(dir);
@@ -247,6 +291,10 @@ export async function compactPartition(
       deleted: manifest.deleted,
       byId: Object.fromEntries(byId ? [...byIdKept, [out, byId]] : byIdKept),
     };
+    const scanOnlyKept = (manifest.scanOnly ?? []).filter((n) => !inputs.includes(n));
+    if (scanOnly) scanOnlyKept.push(out);
+    if (scanOnlyKept.length > 0) next.scanOnly = scanOnlyKept;
+    else delete next.scanOnly;
     for (const { field } of EXECUTION_SIDECARS) {
       const kept = Object.entries(manifest[field] ?? {}).filter(([n]) => !inputs.includes(n));
       if (kept.length > 0) next[field] = Object.fromEntries(kept);
@@ -363,6 +411,45 @@ async function removeById(dataPath: string): Promise<void> {
 }
 
 /**
+ * An ended hour's executions `files`, split: their rows deduplicated (FIRST_COPY) and sorted by id into the by-id
+ * copy named after `outPath`, then the copy's scanned columns (SCAN_ONLY_COLUMNS) sorted by service and time into
+ * `tmpPath`, the hour's file. The deduplication and the copy want the same order, so the rows are sorted twice,
+ * the second time narrow, where merging whole and copying took three sorts of whole rows: at 166k executions of
+ * the query benchmark, 2–3 s of one DuckDB thread against 3.2–4.1. Answers the copy's parts, or null with nothing
+ * left behind when the split cannot be made (no rows, a failed write): the caller then merges the hour whole.
+ */
+async function writeSplitOrNone(
+  engine: QueryEngine,
+  files: string[],
+  outPath: string,
+  tmpPath: string,
+  codec: CompactionCodec,
+): Promise<ByIdPart[] | null> {
+  try {
+    const parts = await writeById(engine, SPLIT_BY_ID, { files }, outPath, codec);
+    const withRows = parts.filter((p) => p.rows > 0).map((p) => path.join(path.dirname(outPath), p.name));
+    if (withRows.length === 0) throw new Error('no rows to split');
+    await engine.all(
+      `COPY (SELECT ${SCAN_ONLY_COLUMNS} FROM read_parquet($parts, hive_partitioning = false) ORDER BY service, started_at)
+       TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${EXECUTIONS_ROW_GROUP})`,
+      { parts: withRows },
+    );
+    const [written] = await engine.all(
+      'SELECT sum(row_group_num_rows)::DOUBLE AS n FROM (SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata($file))',
+      { file: tmpPath },
+    );
+    const copied = parts.reduce((n, p) => n + p.rows, 0);
+    if (Number(written?.n ?? 0) !== copied)
+      throw new Error(`hour file has ${written?.n} rows, its copy ${copied}`);
+    return parts;
+  } catch {
+    await fs.rm(tmpPath, { force: true });
+    await removeById(outPath);
+    return null;
+  }
+}
+
+/**
  * The by-id copy (writeById), checked to hold every row it should; or, when it cannot be made, none: the merge
  * goes on without it and readers read the merged file whole (slower, the same rows), rather than the hour
  * staying undeduplicated.
@@ -375,7 +462,7 @@ async function writeByIdOrNone(
   codec: CompactionCodec,
 ): Promise<ByIdPart[] | null> {
   try {
-    const parts = await writeById(engine, byId, source, outPath, codec);
+    const parts = await writeById(engine, byId, { file: source }, outPath, codec);
     const [expected] = await engine.all(byId.rows, { file: source });
     const copied = parts.reduce((n, p) => n + p.rows, 0);
     if (copied !== Number(expected?.n))
@@ -396,14 +483,14 @@ async function writeByIdOrNone(
 async function writeById(
   engine: QueryEngine,
   byId: { sql: string; rowGroup: number },
-  source: string,
+  params: Record<string, SqlParam>,
   outPath: string,
   codec: CompactionCodec,
 ): Promise<ByIdPart[]> {
   const tmpDir = byIdTempDir(outPath);
   await engine.all(
     `COPY (${byId.sql}) TO ${quoteLiteral(tmpDir)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${byId.rowGroup}, ROW_GROUPS_PER_FILE ${BY_ID_ROW_GROUPS})`,
-    { file: source },
+    params,
   );
   // DuckDB names them data_0.parquet, data_1.parquet, … in the order written.
   const made = (

@@ -34,6 +34,11 @@ export interface Manifest {
   deleted: string[];
   /** Per live file with a by-id copy, its parts in id order (absent in manifests written before copies). */
   byId?: Record<string, ByIdPart[]>;
+  /**
+   * Live executions files that keep only the columns the lists and the rollups scan (storage/compaction.ts
+   * SCAN_ONLY_DROPS): every column of their rows is in their by-id parts, which a merge reads instead of them.
+   */
+  scanOnly?: string[];
   /** Per live executions file with a baseline rollup (storage/rollup.ts), the rollup's file name. */
   rollups?: Record<string, string>;
   /** Per live executions file with a per-minute rollup (storage/minutes.ts), its file name. */
@@ -96,4 +101,20 @@ export const legacyIdIndexPath = (dataPath: string) => `${dataPath}.ids`;
 /** True when the manifest accounts for this file having gone (compacted away). */
 export function retired(m: Manifest | null, name: string): boolean {
   return m !== null && (m.deleted.includes(name) || m.replaced.some((r) => r.name === name));
+}
+
+/**
+ * The files that hold every column of the rows of the live files `names` of partition `dir`: each file itself,
+ * but a scan-only file's by-id parts. What a merge reads, so it never keeps a scan-only file's rows without the
+ * columns only its copy holds.
+ */
+export function wholeRowFiles(dir: string, m: Manifest, names: string[]): string[] {
+  const scanOnly = new Set(m.scanOnly ?? []);
+  return names.flatMap((name) => {
+    if (!scanOnly.has(name)) return [path.join(dir, name)];
+    const parts = m.byId?.[name]?.filter((p) => p.rows > 0) ?? [];
+    if (parts.length === 0)
+      throw new Error(`${path.join(dir, name)} is scan-only but names no by-id part with rows`);
+    return parts.map((p) => path.join(dir, p.name));
+  });
 }

@@ -711,6 +711,41 @@ async function parquetFiles(dir: string): Promise<{ files: number; bytes: number
   return { files, bytes };
 }
 
+/** What a dataset keeps on disk, in bytes, by the part of the layout each file is (storage/manifest.ts, sidecars.ts). */
+export interface DiskParts {
+  /** The hours' Parquet files. */
+  hourFiles: number;
+  /** Their by-id copies (`*.ids-NNNN`). */
+  byIdCopies: number;
+  /** The sidecars beside executions files: baseline rollups and per-minute rollups. */
+  rollups: number;
+  minutes: number;
+  /** The partitions' manifests and anything else. */
+  other: number;
+}
+
+/** The bytes under `<dataDir>/<dataset>`, by part. */
+export async function diskParts(dataDir: string, dataset: string): Promise<DiskParts> {
+  const out: DiskParts = { hourFiles: 0, byIdCopies: 0, rollups: 0, minutes: 0, other: 0 };
+  const root = path.join(dataDir, dataset);
+  const entries = await fs.readdir(root, { recursive: true, withFileTypes: true }).catch(() => []);
+  for (const e of entries) {
+    if (!e.isFile()) continue;
+    const size = (await fs.stat(path.join(e.parentPath, e.name))).size;
+    const part: keyof DiskParts = e.name.endsWith(PARQUET_SUFFIX)
+      ? 'hourFiles'
+      : /\.ids-\d+$/.test(e.name)
+        ? 'byIdCopies'
+        : e.name.endsWith('.rollup')
+          ? 'rollups'
+          : /\.minutes(-v\d+)?$/.test(e.name)
+            ? 'minutes'
+            : 'other';
+    out[part] += size;
+  }
+  return out;
+}
+
 /**
  * As the service's compactor, single-threaded; `now` past the newest hour so every hour counts as ended and is
  * merged into one sorted, deduplicated file; no grace period, as no reader is running.

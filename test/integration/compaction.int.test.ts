@@ -205,10 +205,22 @@ describe('compaction', () => {
       // Removed before any lookup has read the file, as a file compacted before by-id copies has none (it may
       // have the single id index of that time, which is not read).
       if (!keepIndex) {
-        for (const part of await partsOf(file!)) await fs.rm(part);
+        // Such a file has every column: it is made again from its copy, which holds them.
+        const parts = await partsOf(file!);
+        const engine = await QueryEngine.open(stack.config.dataDir, 1);
+        try {
+          await engine.all(
+            `COPY (SELECT * FROM read_parquet($parts) ORDER BY service, started_at) TO '${file!}' (FORMAT parquet)`,
+            { parts },
+          );
+        } finally {
+          engine.close();
+        }
+        for (const part of parts) await fs.rm(part);
         const manifestPath = path.join(path.dirname(file!), MANIFEST);
         const manifest = JSON.parse(await fs.readFile(manifestPath, 'utf8'));
         delete manifest.byId;
+        delete manifest.scanOnly;
         await fs.writeFile(manifestPath, JSON.stringify(manifest));
         await fs.writeFile(legacyIdIndexPath(file!), 'not parquet');
       }
@@ -311,6 +323,77 @@ describe('by-id copies', () => {
       expect(d.logs.map((l) => l.message)).toEqual((o.logs as { message: string }[]).map((l) => l.message));
     }
     expect((await listed(`/api/logs?from=${hour}&to=${hour + HOUR}&serviceName=by-id`)).total).toBe(6);
+  });
+
+  it('an ended hour keeps in its file what scans read, every column in its by-id copy, through a merge of late rows too', async () => {
+    const hour = hourStart(Date.now()) - 12 * HOUR;
+    const full = (startedAt: number, n: number) =>
+      execution({
+        service: 'scan-only',
+        startedAt,
+        statusCode: 500,
+        traceId: `trace-${n}`,
+        spanId: `span-${n}`,
+        parentSpanId: `parent-${n}`,
+        request: { route: '/orders/:id', headers: { 'x-request-id': `r-${n}` }, query: { page: n } },
+        response: { headers: { 'content-type': 'application/json' }, fields: { error: 'boom' } },
+        context: { customer: { tier: 'gold', id: `c-${n}` } },
+        exception: { type: 'TimeoutError', message: `took too long ${n}` },
+        outcomeEvidence: [{ kind: 'response-field', detail: 'error', verdict: 'failed' }],
+      });
+    const first = [full(hour + 1000, 1), full(hour + 2000, 2)];
+    await ingestSeparately([first.slice(0, 1), first.slice(1)]);
+    const detailNow = async (id: string) => {
+      const res = await call(stack.service, 'GET', `/api/executions/${id}`, { token: owner.session });
+      expect(res.statusCode, res.body).toBe(200);
+      const { logs: _l, spans: _s, issue: _i, ...rest } = res.json();
+      return rest as Record<string, unknown>;
+    };
+    const before = await Promise.all(first.map((e) => detailNow(e.executionId as string)));
+    expect(before[0]).toMatchObject({
+      request: { route: '/orders/:id' },
+      exception: { type: 'TimeoutError' },
+    });
+    const columnsOf = async (file: string) => {
+      const engine = await QueryEngine.open(stack.config.dataDir, 1);
+      try {
+        return [...(await engine.columnsOf([file]))];
+      } finally {
+        engine.close();
+      }
+    };
+    const scanOnlyFile = async () => {
+      const [file, ...more] = await files(hour, hour + HOUR);
+      expect(more).toEqual([]);
+      const manifest = JSON.parse(await fs.readFile(path.join(path.dirname(file!), MANIFEST), 'utf8'));
+      expect(manifest.scanOnly).toEqual([path.basename(file!)]);
+      const columns = await columnsOf(file!);
+      expect(columns).toEqual(
+        expect.arrayContaining(['execution_id', 'trace_id', 'service', 'started_at', 'issue_id']),
+      );
+      for (const dropped of ['request', 'response', 'context', 'exception', 'span_id'])
+        expect(columns).not.toContain(dropped);
+      const parts = await partsOf(file!);
+      expect(parts).toHaveLength(1);
+      expect(await columnsOf(parts[0]!)).toEqual(expect.arrayContaining([...columns, 'request', 'context']));
+      return file!;
+    };
+    await stack.service.pipeline!.compact();
+    const merged = await scanOnlyFile();
+    // The same answers from the by-id copy as from the pipeline's files.
+    expect(await Promise.all(first.map((e) => detailNow(e.executionId as string)))).toEqual(before);
+    const window = `serviceName=scan-only&from=${hour}&to=${hour + HOUR}`;
+    expect(await total(window)).toBe(2);
+
+    // A late row into the ended hour: the merge reads the scan-only file's rows from its copy, every column kept.
+    const late = full(hour + 3000, 3);
+    await ingestSeparately([[late]]);
+    const lateBefore = await detailNow(late.executionId as string);
+    await stack.service.pipeline!.compact();
+    expect(await scanOnlyFile()).not.toBe(merged);
+    expect(await Promise.all(first.map((e) => detailNow(e.executionId as string)))).toEqual(before);
+    expect(await detailNow(late.executionId as string)).toEqual(lateBefore);
+    expect(await total(window)).toBe(3);
   });
 
   it('the detail’s logs are those of the execution’s window: ±1 h around it, in whole hours, however long it ran', async () => {

@@ -15,6 +15,9 @@ import { connect, nanos } from '@nats-io/transport-node';
 import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
+import { loadConfig } from '../schemas/config.js';
+import type { DiskParts } from './support/dataset.js';
+import { type HourEndCost, hourEndCost } from './support/hour-end.js';
 import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
@@ -73,6 +76,8 @@ const USAGE = `usage: npm run bench -- ingest [options]
                      stage (bench/support/profile-breakdown.ts)
   --compare FILE     with --profile: chart the breakdown beside the one in an earlier result's JSON
   --no-baselines     skip the raw JetStream publish and JSON.parse ceilings
+  --no-hour-end      skip ending the run's hours afterwards (by default the compactor's pass over the stopped
+                     service's data as if every hour had ended is timed: support/hour-end.ts)
   --keep             keep the temporary data directory
 `;
 
@@ -91,6 +96,7 @@ interface Options {
   metrics: number;
   compare: string | undefined;
   baselines: boolean;
+  hourEnd: boolean;
   keep: boolean;
 }
 
@@ -123,6 +129,7 @@ function parseOptions(argv: string[]): Options {
       metrics: { type: 'string', default: '20' },
       compare: { type: 'string' },
       'no-baselines': { type: 'boolean', default: false },
+      'no-hour-end': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -166,6 +173,7 @@ function parseOptions(argv: string[]): Options {
     compare: values.compare,
     metrics: wholeNumber('metrics', values.metrics, 0, 100_000),
     baselines: !values['no-baselines'],
+    hourEnd: !values['no-hour-end'],
     keep: values.keep,
   };
 }
@@ -294,6 +302,8 @@ export interface RunResult {
     /** CPU seconds by thread group (thread-cpu.ts) over the run, `nats-server` beside them. */
     cpuByThread: Record<string, number> | null;
   };
+  /** The run's hours ended afterwards (unless --no-hour-end or --url). */
+  hourEnd?: HourEndCost;
   /** With --profile: µs per execution by thread group and stage (profile-breakdown.ts). */
   stages?: { group: string; stage: string; microsPerExecution: number }[];
   benchCpuSeconds: number;
@@ -303,7 +313,7 @@ export interface RunResult {
   problems: string[];
 }
 
-/** One measured run against one service (started here with `env`, or the one at --url). */
+/** One measured run, then (for a service started here) the cost of its hours' end. */
 async function runOnce(
   o: Options,
   templates: BodyTemplate[],
@@ -312,6 +322,29 @@ async function runOnce(
   dir: string,
 ): Promise<RunResult> {
   const dataDir = path.join(dir, `data-${run}`);
+  try {
+    const r = await runLoad(o, templates, run, setting, dataDir);
+    if (o.hourEnd && !o.url) {
+      const config = loadConfig({ ...o.env, ...setting });
+      r.hourEnd = await hourEndCost(dataDir, {
+        memoryMb: config.COMPACTION_MEMORY_MB,
+        codec: config.COMPACTION_COMPRESSION,
+      });
+    }
+    return r;
+  } finally {
+    if (!o.keep) await fs.rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** The load against one service (started here with `env` on `dataDir`, or the one at --url). */
+async function runLoad(
+  o: Options,
+  templates: BodyTemplate[],
+  run: string,
+  setting: Record<string, string>,
+  dataDir: string,
+): Promise<RunResult> {
   let svc: ServiceProcess | null = null;
   let url = o.url;
   try {
@@ -472,7 +505,6 @@ async function runOnce(
     };
   } finally {
     await cleanupService(svc, dataDir);
-    if (!o.keep) await fs.rm(dataDir, { recursive: true, force: true });
   }
 }
 
@@ -531,6 +563,7 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
       `${fmt(r.service.cpuSeconds, 1)} (nats-server ${fmt(r.service.natsCpuSeconds, 1)})`,
     ],
     ['service CPU µs per execution', fmt(r.service.cpuMicrosPerExecution, 1)],
+    ...hourEndRows(r),
     [
       'service peak RSS',
       r.service.peakRssMiB === null
@@ -539,6 +572,37 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
     ],
     ['benchmark client CPU seconds', fmt(r.benchCpuSeconds, 1)],
   ]);
+}
+
+/** The hours' end (support/hour-end.ts): its CPU per execution by dataset, the run's whole, and the disk after. */
+function hourEndRows(r: RunResult): [string, string][] {
+  const h = r.hourEnd;
+  const n = r.executions.visible;
+  if (!h || n === 0) return [];
+  const per = (seconds: number) => fmt((seconds * 1e6) / n, 1);
+  const byDataset = Object.entries(h.cpuSecondsByDataset)
+    .filter(([, s]) => (s * 1e6) / n >= 0.05)
+    .map(([d, s]) => `${d} ${per(s)}`)
+    .join(', ');
+  const bytes = (d: DiskParts) => Object.values(d).reduce((a, b) => a + b, 0) / n;
+  const e = h.disk.executions;
+  return [
+    [
+      'hour-end compaction CPU µs per execution',
+      `${per(h.cpuSeconds)} (${byDataset}; ${fmt(h.seconds, 1)} s)`,
+    ],
+    [
+      'CPU µs per execution, ingest + hour end',
+      r.service.cpuMicrosPerExecution === null
+        ? '–'
+        : fmt(r.service.cpuMicrosPerExecution + (h.cpuSeconds * 1e6) / n, 1),
+    ],
+    [
+      'bytes on disk per execution after the hour end',
+      `executions ${fmt(bytes(e), 1)} (hour files ${fmt(e.hourFiles / n, 1)}, by-id copies ${fmt(e.byIdCopies / n, 1)}, ` +
+        `rollups ${fmt((e.rollups + e.minutes) / n, 1)}, manifests ${fmt(e.other / n, 1)}); logs ${fmt(bytes(h.disk.logs), 1)}`,
+    ],
+  ];
 }
 
 /** CPU µs per stored execution by thread group, and by stage when profiled. */

@@ -1,0 +1,58 @@
+import { HOUR_MS } from '../../schemas/time.js';
+import { type CompactionCodec, compactPartition } from '../../storage/compaction.js';
+import { DATASET_NAMES } from '../../storage/datasets.js';
+import { QueryEngine } from '../../storage/duckdb.js';
+import { datePartitions, hourPartitions, modeDirs } from '../../storage/layout.js';
+import { type DiskParts, diskParts } from './dataset.js';
+
+export interface HourEndCost {
+  /** Wall seconds of the whole pass. */
+  seconds: number;
+  /** CPU seconds of the pass (this process: DuckDB's threads are its own), in all and by dataset. */
+  cpuSeconds: number;
+  cpuSecondsByDataset: Record<string, number>;
+  /** What executions and logs keep on disk afterwards. */
+  disk: Record<'executions' | 'logs', DiskParts>;
+}
+
+/**
+ * What the hours an ingest run wrote cost once they end, which a run of a minute never sees: the compactor's pass
+ * over a stopped service's DATA_DIR as if every hour had ended (the final merges with their deduplication, by-id
+ * copies and rollups), on one DuckDB thread with the compactor's memory limit as the service runs it
+ * (pipeline/pipeline.ts) and its codec, timed by this process's CPU.
+ */
+export async function hourEndCost(
+  dataDir: string,
+  compactor: { memoryMb: number; codec: CompactionCodec },
+): Promise<HourEndCost> {
+  const now = Math.floor(Date.now() / HOUR_MS) * HOUR_MS + HOUR_MS + 1;
+  const engine = await QueryEngine.open(dataDir, 1, compactor.memoryMb);
+  const cpuSecondsByDataset: Record<string, number> = {};
+  const started = performance.now();
+  const cpuStart = process.cpuUsage();
+  try {
+    for (const dataset of DATASET_NAMES) {
+      const cpu0 = process.cpuUsage();
+      for (const { dir: modeDir } of await modeDirs(dataDir, dataset))
+        for (const date of await datePartitions(modeDir))
+          for (const hour of await hourPartitions(date))
+            await compactPartition(engine, hour.dir, dataset, hour.start, {
+              minFiles: 2,
+              graceMs: 0,
+              now,
+              codec: compactor.codec,
+            });
+      const cpu = process.cpuUsage(cpu0);
+      cpuSecondsByDataset[dataset] = (cpu.user + cpu.system) / 1e6;
+    }
+  } finally {
+    engine.close();
+  }
+  const cpu = process.cpuUsage(cpuStart);
+  return {
+    seconds: (performance.now() - started) / 1000,
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    cpuSecondsByDataset,
+    disk: { executions: await diskParts(dataDir, 'executions'), logs: await diskParts(dataDir, 'logs') },
+  };
+}

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { HOUR_MS } from '../schemas/time.js';
 import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
-import type { QueryEngine, SqlParam } from './duckdb.js';
+import { parquetCopyOptions, type QueryEngine, type SqlParam } from './duckdb.js';
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
 import { datePartitions, hourPartitions, modeDirs } from './layout.js';
@@ -276,7 +276,7 @@ export async function compactPartition(
       if (!scanOnly) {
         const merge = await mergeStatement(dir, dataset, hourEnded);
         await engine.all(
-          `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${rowGroup})`,
+          `COPY (${merge.sql}) TO ${quoteLiteral(tmpPath)} (${parquetCopyOptions(codec, rowGroup)})`,
           { files, ...merge.params },
         );
         const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
@@ -441,7 +441,7 @@ async function writeSplitOrNone(
     if (withRows.length === 0) throw new Error('no rows to split');
     await engine.all(
       `COPY (SELECT ${SCAN_ONLY_COLUMNS} FROM read_parquet($parts, hive_partitioning = false) ORDER BY service, started_at)
-       TO ${quoteLiteral(tmpPath)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${EXECUTIONS_ROW_GROUP})`,
+       TO ${quoteLiteral(tmpPath)} (${parquetCopyOptions(codec, EXECUTIONS_ROW_GROUP)})`,
       { parts: withRows },
     );
     const [written] = await engine.all(
@@ -499,7 +499,7 @@ async function writeById(
 ): Promise<ByIdPart[]> {
   const tmpDir = byIdTempDir(outPath);
   await engine.all(
-    `COPY (${byId.sql}) TO ${quoteLiteral(tmpDir)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${byId.rowGroup}, ROW_GROUPS_PER_FILE ${BY_ID_ROW_GROUPS})`,
+    `COPY (${byId.sql}) TO ${quoteLiteral(tmpDir)} (${parquetCopyOptions(codec, byId.rowGroup)}, ROW_GROUPS_PER_FILE ${BY_ID_ROW_GROUPS})`,
     params,
   );
   // DuckDB names them data_0.parquet, data_1.parquet, … in the order written.

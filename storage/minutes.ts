@@ -1,4 +1,4 @@
-import type { QueryEngine } from './duckdb.js';
+import { parquetCopyOptions, type QueryEngine } from './duckdb.js';
 import { endpointTemplateSql } from './rollup.js';
 import { bucketSql } from './sketch.js';
 
@@ -90,8 +90,7 @@ export async function writeMinutes(
   target: string,
   codec: string,
 ): Promise<void> {
-  await engine.all(
-    `COPY (${SQL}) TO ${quoteLiteral(target)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE 122880)`,
-    { file: source },
-  );
+  await engine.all(`COPY (${SQL}) TO ${quoteLiteral(target)} (${parquetCopyOptions(codec, 122_880)})`, {
+    file: source,
+  });
 }

@@ -1,5 +1,5 @@
 import { CONTEXT_COLUMN_PREFIX } from './context-columns.js';
-import type { QueryEngine } from './duckdb.js';
+import { parquetCopyOptions, type QueryEngine } from './duckdb.js';
 
 /**
  * The baseline rollup of a compacted executions file: what an issue's common factors compare its failures with
@@ -120,7 +120,7 @@ export async function writeRollup(
 ): Promise<void> {
   const sql = rollupSql(await engine.columnsOf([source]));
   await engine.all(
-    `COPY (${sql}) TO ${quoteLiteral(target)} (FORMAT parquet, COMPRESSION ${codec}, ROW_GROUP_SIZE ${ROLLUP_ROW_GROUP})`,
+    `COPY (${sql}) TO ${quoteLiteral(target)} (${parquetCopyOptions(codec, ROLLUP_ROW_GROUP)})`,
     { file: source },
   );
 }

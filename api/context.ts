@@ -26,6 +26,11 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
     'Items the pipeline refused (kept for /api/ingest/rejections).',
     (s) => s.rejected,
   ],
+  [
+    'svc_pipeline_grouped_parses_total',
+    'Ingest bodies parsed in groups of items by the cuts the API found while checking them (the rest: whole).',
+    (s) => s.groupedParses,
+  ],
   ['svc_pipeline_failed_messages_total', 'Messages whose processing threw (redelivered).', (s) => s.failed],
   [
     'svc_pipeline_flush_failures_total',

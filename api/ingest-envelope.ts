@@ -1,3 +1,4 @@
+import { encodeJsonCuts, JSON_GROUP_BYTES } from '../schemas/broker-messages.js';
 import { forbidden, ServiceError, validationError } from '../schemas/errors.js';
 import type { Mode } from '../schemas/records.js';
 import { type EnvelopeShape, type JsonKind, scanEnvelope } from './json-envelope.js';
@@ -52,6 +53,8 @@ export function envelopeShape(body: unknown): EnvelopeShape {
     resource: kindOf(b.resource),
     mode: kindOf(mode),
     modeValue: typeof mode === 'string' ? mode : undefined,
+    // A parsed body has no bytes to cut.
+    cuts: {},
   };
 }
 
@@ -112,9 +115,25 @@ export function checkEnvelope(body: unknown, keyMode: Mode, limits: ItemLimits):
  * invalid JSON included, but without building the value.
  */
 export function checkEnvelopeBytes(buf: Uint8Array, keyMode: Mode, limits: ItemLimits): ItemCounts {
+  return checkBody(buf, keyMode, limits).counts;
+}
+
+/**
+ * checkEnvelopeBytes, and where the pipeline may cut the body's item arrays to parse it in groups (encoded for the
+ * message's header; none for a body below two groups, which one JSON.parse reads as fast).
+ */
+export function checkBody(
+  buf: Uint8Array,
+  keyMode: Mode,
+  limits: ItemLimits,
+): { counts: ItemCounts; cuts: string | undefined } {
   const scan = scanEnvelope(buf);
   if (!scan.ok) {
     throw validationError('the body is not valid JSON', [{ path: '', message: scan.message }]);
   }
-  return checkEnvelopeShape(scan.shape, keyMode, limits);
+  const { shape } = scan;
+  const counts = checkEnvelopeShape(shape, keyMode, limits);
+  const lists = { executions: shape.executionCount, logs: shape.logCount, metrics: shape.metricCount };
+  const cuts = buf.length >= 2 * JSON_GROUP_BYTES ? encodeJsonCuts(shape.cuts, lists) : '';
+  return { counts, cuts: cuts === '' ? undefined : cuts };
 }

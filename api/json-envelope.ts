@@ -20,6 +20,8 @@
  * Error messages follow V8's wording, but the position is a byte offset, not a UTF-16 index.
  */
 
+import { JSON_GROUP_BYTES, type JsonCuts } from '../schemas/broker-messages.js';
+
 /** The kind of a JSON value, known from its first byte. */
 export type JsonKind = 'object' | 'array' | 'string' | 'number' | 'boolean' | 'null';
 
@@ -41,6 +43,12 @@ export interface EnvelopeShape {
   /** `resource.mode`, when resource is an object; the decoded value when it is a string. */
   mode: JsonKind | undefined;
   modeValue: string | undefined;
+  /**
+   * Per top-level item array (the last of its key, as JSON.parse keeps), where its items may be cut into groups
+   * of whole items: the offset just past its `[`, the offsets of the commas that end a group of at least
+   * `groupBytes`, and the offset of its `]` (schemas/broker-messages.ts JsonCuts; pipeline/grouped-json.ts).
+   */
+  cuts: JsonCuts;
 }
 
 export type EnvelopeScan =
@@ -146,6 +154,9 @@ let mode = ABSENT;
 let modeStart = 0;
 let modeEnd = 0;
 let modeEscaped = false;
+/** The cuts of the item arrays read so far, and the bytes a group of items reaches before it is cut. */
+let cuts: JsonCuts = {};
+let groupBytes = JSON_GROUP_BYTES;
 /** Container kinds (OBJECT, ARRAY) of the generic walk, one per open level; grown, never shrunk. */
 let stack = new Uint8Array(1024);
 
@@ -341,14 +352,21 @@ function nameIs(b: Uint8Array, start: number, end: number, escaped: boolean, wor
   return decodeString(b, start, end) === word;
 }
 
-/** An array, `i` just past `[`; sets listCount (and listInlineLogs for executions). */
-function scanArray(b: Uint8Array, i: number, list: number): number {
+/**
+ * An array, `i` just past `[`; sets listCount (and listInlineLogs for executions). With `at`, a top-level item
+ * array's cuts go there (EnvelopeShape.cuts).
+ */
+function scanArray(b: Uint8Array, i: number, list: number, at?: number[]): number {
   const n = b.length;
   let count = 0;
   let inline = 0;
+  at?.push(i);
+  let groupStart = i;
   i = skipWs(b, i);
-  if (i < n && b[i] === RBRACKET) i++;
-  else {
+  if (i < n && b[i] === RBRACKET) {
+    at?.push(i);
+    i++;
+  } else {
     for (;;) {
       i = skipWs(b, i);
       if (list === LIST_EXECUTIONS && i < n && b[i] === LBRACE) {
@@ -361,9 +379,17 @@ function scanArray(b: Uint8Array, i: number, list: number): number {
       i = skipWs(b, i);
       if (i >= n) return fail(n, EOF);
       const c = b[i]!;
+      if (c === RBRACKET) {
+        at?.push(i);
+        i++;
+        break;
+      }
+      if (c !== COMMA) return fail(i, "Expected ',' or ']' after array element in JSON");
+      if (at && i - groupStart >= groupBytes) {
+        at.push(i);
+        groupStart = i;
+      }
       i++;
-      if (c === RBRACKET) break;
-      if (c !== COMMA) return fail(i - 1, "Expected ',' or ']' after array element in JSON");
     }
   }
   listCount = count;
@@ -394,23 +420,26 @@ function scanObject(b: Uint8Array, i: number, role: number): number {
         executions = kind;
         executionCount = 0;
         inlineLogs = 0;
+        cuts.executions = kind === ARRAY ? [] : undefined;
         if (kind === ARRAY) {
-          i = scanArray(b, i + 1, LIST_EXECUTIONS);
+          i = scanArray(b, i + 1, LIST_EXECUTIONS, cuts.executions);
           executionCount = listCount;
           inlineLogs = listInlineLogs;
         } else i = skipValue(b, i);
       } else if (nameIs(b, start, end, escaped, 'logs')) {
         logs = kind;
         logCount = 0;
+        cuts.logs = kind === ARRAY ? [] : undefined;
         if (kind === ARRAY) {
-          i = scanArray(b, i + 1, LIST_COUNT);
+          i = scanArray(b, i + 1, LIST_COUNT, cuts.logs);
           logCount = listCount;
         } else i = skipValue(b, i);
       } else if (nameIs(b, start, end, escaped, 'metrics')) {
         metrics = kind;
         metricCount = 0;
+        cuts.metrics = kind === ARRAY ? [] : undefined;
         if (kind === ARRAY) {
-          i = scanArray(b, i + 1, LIST_COUNT);
+          i = scanArray(b, i + 1, LIST_COUNT, cuts.metrics);
           metricCount = listCount;
         } else i = skipValue(b, i);
       } else if (nameIs(b, start, end, escaped, 'resource')) {
@@ -450,10 +479,15 @@ function modeString(b: Uint8Array): string {
   return decodeString(b, modeStart, modeEnd);
 }
 
-/** Reads `buf` once; see the module comment for what it accepts and reports. */
-export function scanEnvelope(buf: Uint8Array): EnvelopeScan {
+/**
+ * Reads `buf` once; see the module comment for what it accepts and reports. `group` is the bytes a group of items
+ * reaches before the array is cut (EnvelopeShape.cuts).
+ */
+export function scanEnvelope(buf: Uint8Array, group = JSON_GROUP_BYTES): EnvelopeScan {
   executions = logs = metrics = resource = mode = ABSENT;
   executionCount = inlineLogs = logCount = metricCount = 0;
+  cuts = {};
+  groupBytes = group;
   const n = buf.length;
   let i = skipWs(buf, 0);
   const top = i < n ? KIND_OF[buf[i]!]! : ABSENT;
@@ -477,6 +511,7 @@ export function scanEnvelope(buf: Uint8Array): EnvelopeScan {
       resource: KIND_NAMES[resource],
       mode: KIND_NAMES[mode],
       modeValue: mode === STRING ? modeString(buf) : undefined,
+      cuts: Object.fromEntries(Object.entries(cuts).filter(([, c]) => c !== undefined)),
     },
   };
 }

@@ -48,6 +48,7 @@ export async function publishIngest(
   h.set(INGEST_HEADERS.receivedAt, String(meta.receivedAt));
   h.set(INGEST_HEADERS.encoding, meta.encoding ?? 'identity');
   if (meta.format !== undefined && meta.format !== 'ingest') h.set(INGEST_HEADERS.format, meta.format);
+  if (meta.jsonCuts !== undefined) h.set(INGEST_HEADERS.jsonCuts, meta.jsonCuts);
   try {
     const ack = await broker.js.publish(ingestSubject(meta.workspaceId, meta.mode), body, {
       msgID: msgId,

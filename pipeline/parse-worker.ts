@@ -4,6 +4,7 @@ import type { IssueOccurrences } from '../schemas/issues.js';
 import type { Mode, SpanRecord } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
 import { nameThread } from '../storage/worker-file.js';
+import { parseIngestJson } from './grouped-json.js';
 import { parseOtlpFormat } from './otlp/decode.js';
 import { type CumulativeRecord, processOtlp } from './otlp/process.js';
 import { cachedOutcomeRules } from './outcome-rules.js';
@@ -22,6 +23,8 @@ export interface ParseTask {
   encoding: 'gzip' | 'identity';
   /** `ingest` (an /api/ingest body) or an OTLP format (`otlp-traces-protobuf`…, otlp/decode.ts). */
   format: string;
+  /** Where an ingest body's item arrays may be cut (schemas/broker-messages.ts JsonCuts, encoded). */
+  jsonCuts?: string;
   maxDecodedBytes: number;
   mode: Mode;
   /** Scopes the issue ids of failed executions (with the mode); absent: no fingerprint stage. */
@@ -42,6 +45,8 @@ export interface ParseResult {
   issues: IssueOccurrences[];
   /** Points of cumulative OTLP series, for the main thread to turn into increments (otlp/cumulative.ts). */
   cumulative: CumulativeRecord[];
+  /** The body was parsed in groups by its cuts (grouped-json.ts), not whole. */
+  grouped: boolean;
 }
 
 const bytesOf = (task: ParseTask): Buffer =>
@@ -62,6 +67,7 @@ export default function parse(task: ParseTask): ParseResult {
   let out: ReturnType<typeof processPayload>;
   let spans: SpanRecord[] = [];
   let cumulative: CumulativeRecord[] = [];
+  let grouped = false;
   try {
     if (otlp) {
       const processed = processOtlp(otlp.signal, otlp.encoding, bytesOf(task), ctx, options);
@@ -69,7 +75,9 @@ export default function parse(task: ParseTask): ParseResult {
       spans = processed.spans;
       cumulative = processed.cumulative;
     } else {
-      out = processPayload(JSON.parse(bytesOf(task).toString('utf8')), ctx, options);
+      const parsed = parseIngestJson(bytesOf(task), task.jsonCuts);
+      grouped = parsed.grouped;
+      out = processPayload(parsed.value, ctx, options);
     }
   } catch (err) {
     // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a
@@ -100,6 +108,7 @@ export default function parse(task: ParseTask): ParseResult {
     },
     issues: out.issues,
     cumulative,
+    grouped,
   };
   // The chunks' buffers move to the main thread instead of being copied.
   const movable = {

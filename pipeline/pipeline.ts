@@ -62,6 +62,8 @@ export interface PipelineStats {
   lastFlushRows: number;
   /** Summed flush durations: with `flushes`, the mean flush latency. */
   flushMsTotal: number;
+  /** Ingest bodies parsed in groups by the cuts the API found (grouped-json.ts); the others were parsed whole. */
+  groupedParses: number;
   /**
    * Messages another process was committing when a batch of this one claimed them (naked, to come again), and
    * commits of a stalled or dead process fenced by this one (pipeline/commit-claims.ts).
@@ -145,6 +147,7 @@ export class Pipeline {
     lastFlushMs: 0,
     lastFlushRows: 0,
     flushMsTotal: 0,
+    groupedParses: 0,
   };
 
   constructor(opts: PipelineOptions) {
@@ -355,6 +358,7 @@ export class Pipeline {
       receivedAt: h?.get(INGEST_HEADERS.receivedAt),
       encoding: h?.get(INGEST_HEADERS.encoding) || undefined,
       format: h?.get(INGEST_HEADERS.format) || undefined,
+      jsonCuts: h?.get(INGEST_HEADERS.jsonCuts) || undefined,
     });
     if (!meta.success) {
       // Only the API publishes here, so this is not client data; keep it out of the way, loudly.
@@ -396,6 +400,7 @@ export class Pipeline {
         body,
         encoding: meta.data.encoding,
         format: meta.data.format,
+        jsonCuts: meta.data.jsonCuts,
         maxDecodedBytes: this.#o.config.BODY_MAX_DECODED_BYTES,
         mode: meta.data.mode,
         workspaceId: this.#o.config.FINGERPRINT_STAGE ? meta.data.workspaceId : undefined,
@@ -411,6 +416,7 @@ export class Pipeline {
     this.#stats.logs += result.counts.logs;
     this.#stats.metrics += result.counts.metrics;
     this.#stats.rejected += result.counts.rejected;
+    if (result.grouped) this.#stats.groupedParses++;
     const chunks =
       result.cumulative.length > 0
         ? [...result.chunks, ...(await this.#increments(meta.data, m.seq, result.cumulative))]

@@ -7,7 +7,7 @@ import { ingestEnvelopeSchema } from '../../schemas/ingest-items.js';
 import { principalOf } from '../auth.js';
 import { rawBodyOf } from '../body-parser.js';
 import type { ApiContext } from '../context.js';
-import { checkEnvelopeBytes } from '../ingest-envelope.js';
+import { checkBody } from '../ingest-envelope.js';
 import { documentedOnly } from '../validate.js';
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
@@ -51,7 +51,7 @@ export const ingestRoutes =
         const body = rawBodyOf(req);
         // A one-pass scan of the bytes (about 3× JSON.parse, and no objects for the GC): the body is parsed for
         // real by a pipeline worker, after the 202.
-        const counts = checkEnvelopeBytes(body.decoded, principal.mode, {
+        const { counts, cuts } = checkBody(body.decoded, principal.mode, {
           executions: config.MAX_EXECUTIONS_PER_REQUEST,
           logs: config.MAX_LOGS_PER_REQUEST,
           metrics: config.MAX_METRICS_PER_REQUEST,
@@ -77,6 +77,7 @@ export const ingestRoutes =
             requestId,
             receivedAt: Date.now(),
             encoding: body.encoding,
+            jsonCuts: cuts,
           },
           msgId,
           body.raw,

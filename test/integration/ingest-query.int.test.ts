@@ -227,6 +227,54 @@ describe('ingest → executions', () => {
     );
   });
 
+  it('a large body is parsed in groups of items by the cuts the API found, every item as sent', async () => {
+    const service = `grouped-${Date.now()}`;
+    const executions = Array.from({ length: 50 }, (_, i) =>
+      execution({
+        service,
+        durationMs: 1000 + i,
+        context: { customer: { id: `c-${i}`, note: 'é "quoted", [bracketed] {braced}'.repeat(4) } },
+        logs: Array.from({ length: 3 }, (_, k) => ({
+          timestamp: Date.now() - 1000,
+          level: 'info',
+          message: `e${i} l${k}`,
+        })),
+      }),
+    );
+    const logs = Array.from({ length: 1200 }, (_, k) => ({
+      timestamp: Date.now() - 2000,
+      level: 'warn',
+      message: `top-level ${k}, with "quotes" and ] brackets [`,
+      service,
+      environment: 'production',
+    }));
+    const text = JSON.stringify({ resource: { service }, executions, logs });
+    expect(text.length).toBeGreaterThan(2 * 32 * 1024);
+    const before = stack.service.pipeline!.stats().groupedParses;
+    const res = await ingest(stack.service, tenant.keys.test!, zlib.gzipSync(text), {
+      'content-encoding': 'gzip',
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    await eventually(
+      () => list(`?serviceName=${service}&pageSize=100&sort=durationMs`),
+      (l) => l.total === 50,
+    );
+    const listed = await list(`?serviceName=${service}&pageSize=100&sort=durationMs`);
+    expect(listed.data.map((e) => e.durationMs)).toEqual(executions.map((e) => e.durationMs));
+    expect(stack.service.pipeline!.stats().groupedParses - before).toBe(1);
+    const detail = json<{ context: unknown; logs: { message: string }[] }>(
+      await get(stack.service, tenant.keys.test!, `/api/executions/${executions[37]!.executionId}`),
+    );
+    expect(detail.context).toEqual(executions[37]!.context);
+    expect(detail.logs.map((l) => l.message)).toEqual(['e37 l0', 'e37 l1', 'e37 l2']);
+    const logPage = await get(
+      stack.service,
+      tenant.keys.test!,
+      `/api/logs?serviceName=${service}&level=warn&from=${Date.now() - 3_600_000}&pageSize=1`,
+    );
+    expect(json<{ total: number }>(logPage).total).toBe(1200);
+  });
+
   it('test and live data never mix', async () => {
     const t = execution({ service: 'mix' });
     const l = execution({ service: 'mix', mode: 'live' });

@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkEnvelope, checkEnvelopeBytes, type ItemCounts } from '../../api/ingest-envelope.js';
 import { type EnvelopeShape, scanEnvelope } from '../../api/json-envelope.js';
+import { parseIngestJson } from '../../pipeline/grouped-json.js';
+import { encodeJsonCuts } from '../../schemas/broker-messages.js';
 import { ServiceError } from '../../schemas/errors.js';
 
 const limits = { executions: 3, logs: 4, metrics: 2 };
@@ -203,6 +205,7 @@ describe('scanEnvelope: the envelope fields', () => {
       resource: undefined,
       mode: undefined,
       modeValue: undefined,
+      cuts: {},
     });
     const s = shape(
       '{"sdk":{"executions":[1],"logs":[1]},"executions":[{"logs":[{},{}]},[{"logs":[1]}],{"logs":{}},{"a":{"logs":[1]}},3,{"logs":[7]}],' +
@@ -478,5 +481,68 @@ describe('scanEnvelope: equivalence with JSON.parse + checkEnvelope (properties)
       }),
       { numRuns: 4000 },
     );
+  });
+});
+
+describe('grouped parse by the cuts of the scan (pipeline/grouped-json.ts)', () => {
+  /** What the pipeline parses for `buf` when the API cut its arrays every `group` bytes. */
+  const grouped = (buf: Buffer, group: number) => {
+    const scan = scanEnvelope(buf, group);
+    if (!scan.ok) throw new Error(scan.message);
+    const { cuts, executionCount, logCount, metricCount } = scan.shape;
+    const header = encodeJsonCuts(cuts, { executions: executionCount, logs: logCount, metrics: metricCount });
+    const parsed = parseIngestJson(buf, header || undefined);
+    expect(parsed.grouped).toBe(header !== '');
+    return { header, value: parsed.value };
+  };
+  const groupArb = fc.constantFrom(1, 2, 7, 40, 1 << 20);
+
+  it('generated bodies (repeated and escaped keys, any whitespace, binary strings): the value JSON.parse makes', () => {
+    fc.assert(
+      fc.property(envelopeArb, styleArb, groupArb, (doc, style, group) => {
+        const buf = bytes(serialize(doc, style));
+        expect(grouped(buf, group).value).toStrictEqual(JSON.parse(buf.toString('utf8')));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('item arrays of many items are cut into groups of whole items, each at least the group size', () => {
+    const body = {
+      resource: { service: 'checkout' },
+      executions: Array.from({ length: 300 }, (_, i) => ({
+        executionId: `ex-${i}`,
+        tags: [i, `é${i}`, { i }],
+      })),
+      logs: [],
+      metrics: Array.from({ length: 50 }, (_, i) => ({ name: 'm', value: i })),
+    };
+    const buf = bytes(JSON.stringify(body, null, 1));
+    const { header, value } = grouped(buf, 512);
+    expect(value).toStrictEqual(body);
+    const executions = /executions=300:([\d,]+)/.exec(header)![1]!.split(',').map(Number);
+    expect(executions.length).toBeGreaterThan(10);
+    // Every group but the last reaches the size; the cuts between groups are commas.
+    for (let g = 0; g + 2 < executions.length; g++) {
+      expect(executions[g + 1]! - executions[g]!).toBeGreaterThanOrEqual(512);
+      expect(buf[executions[g + 1]!]).toBe(','.charCodeAt(0));
+    }
+    expect(buf[executions[0]! - 1]).toBe('['.charCodeAt(0));
+    expect(buf[executions.at(-1)!]).toBe(']'.charCodeAt(0));
+    expect(header).toMatch(/logs=0:\d+,\d+/);
+  });
+
+  it('a header that does not fit the body is not believed: the body is parsed whole', () => {
+    const buf = bytes(JSON.stringify({ executions: [{ a: 1 }, { b: 2 }], logs: [{ c: '],[' }] }));
+    const whole = JSON.parse(buf.toString('utf8'));
+    for (const header of [
+      'executions=2:15,20,31',
+      'executions=3:15,23,30',
+      'logs=1:40,45',
+      'executions=2:1,2',
+      'nonsense',
+      'executions=2:30,15',
+    ])
+      expect(parseIngestJson(buf, header)).toStrictEqual({ value: whole, grouped: false });
   });
 });

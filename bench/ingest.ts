@@ -334,6 +334,7 @@ async function runOnce(
     return r;
   } finally {
     if (!o.keep) await fs.rm(dataDir, { recursive: true, force: true });
+    else process.stdout.write(`data kept in ${dataDir}\n`);
   }
 }
 

@@ -1,8 +1,10 @@
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { HOUR_MS } from '../../schemas/time.js';
-import { type CompactionCodec, compactPartition } from '../../storage/compaction.js';
-import { DATASET_NAMES } from '../../storage/datasets.js';
-import { QueryEngine } from '../../storage/duckdb.js';
-import { datePartitions, hourPartitions, modeDirs } from '../../storage/layout.js';
+import * as compaction from '../../storage/compaction.js';
+import * as datasets from '../../storage/datasets.js';
+import * as duckdb from '../../storage/duckdb.js';
+import * as layout from '../../storage/layout.js';
 import { type DiskParts, diskParts } from './dataset.js';
 
 export interface HourEndCost {
@@ -15,6 +17,31 @@ export interface HourEndCost {
   disk: Record<'executions' | 'logs', DiskParts>;
 }
 
+/** The compactor of one build: this one's, or another's compiled `dist/` (compactorOf). */
+export interface Compactor {
+  compactPartition: typeof compaction.compactPartition;
+  QueryEngine: typeof duckdb.QueryEngine;
+  DATASET_NAMES: typeof datasets.DATASET_NAMES;
+  modeDirs: typeof layout.modeDirs;
+  datePartitions: typeof layout.datePartitions;
+  hourPartitions: typeof layout.hourPartitions;
+}
+
+const THIS_BUILD: Compactor = { ...compaction, ...duckdb, ...datasets, ...layout };
+
+/** This build's compactor, or the one compiled under `dist` (another checkout's, to compare on the same data). */
+export async function compactorOf(dist?: string): Promise<Compactor> {
+  if (!dist) return THIS_BUILD;
+  const load = (file: string) => import(pathToFileURL(path.resolve(dist, file)).href);
+  const [c, d, ds, l] = await Promise.all([
+    load('storage/compaction.js'),
+    load('storage/duckdb.js'),
+    load('storage/datasets.js'),
+    load('storage/layout.js'),
+  ]);
+  return { ...c, ...d, ...ds, ...l } as Compactor;
+}
+
 /**
  * What the hours an ingest run wrote cost once they end, which a run of a minute never sees: the compactor's pass
  * over a stopped service's DATA_DIR as if every hour had ended (the final merges with their deduplication, by-id
@@ -23,20 +50,21 @@ export interface HourEndCost {
  */
 export async function hourEndCost(
   dataDir: string,
-  compactor: { memoryMb: number; codec: CompactionCodec },
+  compactor: { memoryMb: number; codec: compaction.CompactionCodec },
+  build: Compactor = THIS_BUILD,
 ): Promise<HourEndCost> {
   const now = Math.floor(Date.now() / HOUR_MS) * HOUR_MS + HOUR_MS + 1;
-  const engine = await QueryEngine.open(dataDir, 1, compactor.memoryMb);
+  const engine = await build.QueryEngine.open(dataDir, 1, compactor.memoryMb);
   const cpuSecondsByDataset: Record<string, number> = {};
   const started = performance.now();
   const cpuStart = process.cpuUsage();
   try {
-    for (const dataset of DATASET_NAMES) {
+    for (const dataset of build.DATASET_NAMES) {
       const cpu0 = process.cpuUsage();
-      for (const { dir: modeDir } of await modeDirs(dataDir, dataset))
-        for (const date of await datePartitions(modeDir))
-          for (const hour of await hourPartitions(date))
-            await compactPartition(engine, hour.dir, dataset, hour.start, {
+      for (const { dir: modeDir } of await build.modeDirs(dataDir, dataset))
+        for (const date of await build.datePartitions(modeDir))
+          for (const hour of await build.hourPartitions(date))
+            await build.compactPartition(engine, hour.dir, dataset, hour.start, {
               minFiles: 2,
               graceMs: 0,
               now,

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../schemas/config.js';
 import { QueryEngine } from '../storage/duckdb.js';
+import { totalBytes } from './support/dataset.js';
 import { compactorOf, type HourEndCost, hourEndCost } from './support/hour-end.js';
 import { wholeNumber } from './support/options.js';
 
@@ -82,13 +83,12 @@ async function executionsIn(dataDir: string): Promise<number> {
 
 function describe(c: HourEndCost, executions: number): string {
   const per = (s: number) => fmt((s * 1e6) / Math.max(executions, 1));
-  const sum = (d: object) => Object.values(d).reduce((a: number, b: number) => a + b, 0);
   const parts = Object.entries(c.cpuSecondsByDataset)
     .filter(([, s]) => s > 0.05)
     .map(([d, s]) => `${d} ${fmt(s)} s`)
     .join(', ');
   return (
     `${fmt(c.cpuSeconds)} s CPU (${parts}) for ${executions.toLocaleString('en-US')} executions: ${per(c.cpuSeconds)} µs each; ` +
-    `on disk per execution: executions ${fmt(sum(c.disk.executions) / executions)} B, logs ${fmt(sum(c.disk.logs) / executions)} B`
+    `on disk per execution: executions ${fmt(totalBytes(c.disk.executions) / executions)} B, logs ${fmt(totalBytes(c.disk.logs) / executions)} B`
   );
 }

@@ -16,7 +16,7 @@ import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { loadConfig } from '../schemas/config.js';
-import type { DiskParts } from './support/dataset.js';
+import { type DiskParts, totalBytes } from './support/dataset.js';
 import { type HourEndCost, hourEndCost } from './support/hour-end.js';
 import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
@@ -585,7 +585,7 @@ function hourEndRows(r: RunResult): [string, string][] {
     .filter(([, s]) => (s * 1e6) / n >= 0.05)
     .map(([d, s]) => `${d} ${per(s)}`)
     .join(', ');
-  const bytes = (d: DiskParts) => Object.values(d).reduce((a, b) => a + b, 0) / n;
+  const bytes = (d: DiskParts) => totalBytes(d) / n;
   const e = h.disk.executions;
   return [
     [

@@ -37,6 +37,7 @@ import {
   diskParts,
   prepareDataset,
   readIssueOccurrences,
+  totalBytes,
 } from './support/dataset.js';
 import { wholeNumber } from './support/options.js';
 import { type BenchService, startBenchService } from './support/service-session.js';
@@ -831,7 +832,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     const disk: Record<string, DiskParts & { bytesPerExecution: number }> = {};
     for (const dataset of ['executions', 'logs']) {
       const parts = await diskParts(dataDir, dataset);
-      const sum = Object.values(parts).reduce((a, b) => a + b, 0);
+      const sum = totalBytes(parts);
       disk[dataset] = { ...parts, bytesPerExecution: sum / o.executions };
       const per = (n: number) => fmt(n / o.executions, 1);
       process.stdout.write(

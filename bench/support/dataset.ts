@@ -724,6 +724,10 @@ export interface DiskParts {
   other: number;
 }
 
+/** All the bytes of a dataset's parts. */
+export const totalBytes = (parts: DiskParts) =>
+  Object.values(parts).reduce((a: number, b: number) => a + b, 0);
+
 /** The bytes under `<dataDir>/<dataset>`, by part. */
 export async function diskParts(dataDir: string, dataset: string): Promise<DiskParts> {
   const out: DiskParts = { hourFiles: 0, byIdCopies: 0, rollups: 0, minutes: 0, other: 0 };

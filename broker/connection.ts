@@ -1,6 +1,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { presizeMessageBuffers } from './parser-buffers.js';
 
 export interface Broker {
   readonly nc: NatsConnection;
@@ -19,6 +20,11 @@ export interface BrokerLog {
 
 /** Connects and keeps reconnecting for as long as the process lives; a broker outage is never fatal. */
 export async function connectBroker(url: string, log: BrokerLog, name = 'svc'): Promise<Broker> {
+  if (!presizeMessageBuffers())
+    log.warn(
+      {},
+      'the NATS client parser is not the expected one: large messages are read in growing buffers',
+    );
   const nc = await connect({
     // A cluster's nodes, comma-separated: the client connects to one and fails over to the others.
     servers: url.split(',').map((u) => u.trim()),
@@ -28,6 +34,9 @@ export async function connectBroker(url: string, log: BrokerLog, name = 'svc'): 
     pingInterval: 5_000,
     // Publishes made while disconnected must fail fast (503), not sit in a buffer.
     reconnect: true,
+    // By default every request (each publish's ack among them) makes an Error up front to carry the caller's
+    // stack should it fail: 1.7 % of the main thread under ingest load. A failed publish is answered 503 either way.
+    noAsyncTraces: true,
   });
   let connected = true;
   (async () => {

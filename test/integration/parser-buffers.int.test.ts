@@ -1,0 +1,144 @@
+import { headers, Kind, Parser, type ParserEvent } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { presizeMessageBuffers } from '../../broker/parser-buffers.js';
+import { startTestBroker, type TestBroker } from '../support/env.js';
+
+// A small deterministic generator: the same bytes and splits on every run.
+function rng(seed: number) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const enc = new TextEncoder();
+
+function payload(size: number, next: () => number): Uint8Array {
+  const b = new Uint8Array(size);
+  for (let i = 0; i < size; i++) b[i] = (next() * 256) | 0;
+  return b;
+}
+
+/** One MSG or HMSG frame as nats-server sends it; `data` is what the parser must hand over (headers included). */
+function frame(sid: number, data: Uint8Array, headerBytes: number): Uint8Array {
+  const line =
+    headerBytes > 0
+      ? `HMSG subj.${sid} ${sid} ${headerBytes} ${data.byteLength}\r\n`
+      : `MSG subj.${sid} ${sid} ${data.byteLength}\r\n`;
+  const head = enc.encode(line);
+  const out = new Uint8Array(head.byteLength + data.byteLength + 2);
+  out.set(head);
+  out.set(data, head.byteLength);
+  out.set(enc.encode('\r\n'), head.byteLength + data.byteLength);
+  return out;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+describe('the NATS parser with message buffers of the message size', () => {
+  it('applies to the client this service runs', () => {
+    expect(presizeMessageBuffers()).toBe(true);
+    // Twice is once.
+    expect(presizeMessageBuffers()).toBe(true);
+  });
+
+  it('hands over every message as sent, whatever the reads it arrives in', () => {
+    presizeMessageBuffers();
+    const next = rng(7);
+    for (let round = 0; round < 40; round++) {
+      const sizes = Array.from({ length: 1 + ((next() * 6) | 0) }, () => {
+        const r = next();
+        return r < 0.2
+          ? 0
+          : r < 0.5
+            ? (next() * 200) | 0
+            : r < 0.8
+              ? (next() * 70_000) | 0
+              : (next() * 400_000) | 0;
+      });
+      const sent = sizes.map((size) => payload(size, next));
+      const hdrs = sent.map((d) => (d.byteLength > 12 && next() < 0.5 ? 12 : 0));
+      const stream = concat(sent.map((d, i) => frame(i + 1, d, hdrs[i]!)));
+      // Reads of 1 byte to 100 KiB, as a socket may deliver them.
+      const maxRead = [1, 64, 4096, 65_536, 100_000][round % 5]!;
+      const got: Uint8Array[] = [];
+      const parser = new Parser({
+        push: (e: ParserEvent) => {
+          if (e.kind === Kind.MSG && e.data) got.push(e.data.slice());
+        },
+      });
+      for (let at = 0; at < stream.byteLength; ) {
+        const n = Math.max(1, Math.min(stream.byteLength - at, Math.ceil(next() * maxRead)));
+        parser.parse(stream.subarray(at, at + n));
+        at += n;
+      }
+      expect(got.length).toBe(sent.length);
+      got.forEach((g, i) => {
+        expect(g.byteLength).toBe(sent[i]!.byteLength);
+        expect(Buffer.compare(Buffer.from(g), Buffer.from(sent[i]!))).toBe(0);
+      });
+    }
+  });
+
+  it('gathers a message spanning reads in one buffer of its size, not a grown one', () => {
+    presizeMessageBuffers();
+    const data = payload(350_000, rng(3));
+    const stream = frame(1, data, 0);
+    let got: Uint8Array | undefined;
+    const parser = new Parser({
+      push: (e: ParserEvent) => {
+        if (e.kind === Kind.MSG) got = e.data;
+      },
+    });
+    for (let at = 0; at < stream.byteLength; at += 65_536) parser.parse(stream.subarray(at, at + 65_536));
+    expect(got).toBeDefined();
+    // The client's own growth would leave it in a buffer of 2 × capacity + read (here 448 KiB or more).
+    expect(got!.buffer.byteLength).toBe(data.byteLength);
+    expect(Buffer.compare(Buffer.from(got!), Buffer.from(data))).toBe(0);
+  });
+});
+
+describe('messages through a real nats-server', () => {
+  let b: TestBroker;
+  beforeAll(async () => {
+    b = await startTestBroker('parser-buffers');
+  });
+  afterAll(async () => {
+    await b?.close();
+  });
+
+  it('arrive as published, headers and payloads, small and large, back to back', async () => {
+    const next = rng(11);
+    const sizes = [0, 1, 100, 70_000, 300_000, 5, 900_000, 65_536, 131_072, 2, 500_000];
+    const sent = sizes.map((s) => payload(s, next));
+    const sub = b.broker.nc.subscribe('presize.test', { max: sent.length });
+    const received = (async () => {
+      const out: { data: Uint8Array; n: string | undefined }[] = [];
+      for await (const m of sub) out.push({ data: m.data.slice(), n: m.headers?.get('n') });
+      return out;
+    })();
+    sent.forEach((d, i) => {
+      const h = headers();
+      h.set('n', String(i));
+      b.broker.nc.publish('presize.test', d, { headers: h });
+    });
+    await b.broker.nc.flush();
+    const got = await received;
+    expect(got.map((g) => g.n)).toEqual(sent.map((_, i) => String(i)));
+    got.forEach((g, i) => {
+      expect(Buffer.compare(Buffer.from(g.data), Buffer.from(sent[i]!))).toBe(0);
+    });
+  });
+});

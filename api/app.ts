@@ -1,6 +1,6 @@
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifySchema } from 'fastify';
-import { ulid } from 'ulid';
+import { newUlid } from '../schemas/ulid.js';
 import { installAnswerCheck } from './answer-check.js';
 import type { Need } from './auth.js';
 import { installBodyParser } from './body-parser.js';
@@ -51,7 +51,7 @@ export async function buildApp(deps: AppDeps, logger: FastifyBaseLogger): Promis
     // A client's x-request-id is echoed when it is a sane token; otherwise one is made.
     genReqId: (req) => {
       const sent = req.headers['x-request-id'];
-      return typeof sent === 'string' && CLIENT_REQUEST_ID.test(sent) ? sent : `req_${ulid()}`;
+      return typeof sent === 'string' && CLIENT_REQUEST_ID.test(sent) ? sent : `req_${newUlid()}`;
     },
     return503OnClosing: true,
   });

@@ -1,5 +1,4 @@
 import type { KV } from '@nats-io/kv';
-import { ulid } from 'ulid';
 import { isRevisionConflict } from '../broker/errors.js';
 import { ServiceError } from '../schemas/errors.js';
 import {
@@ -14,6 +13,7 @@ import {
   issueRecordSchema,
 } from '../schemas/issues.js';
 import type { Mode } from '../schemas/records.js';
+import { newUlid } from '../schemas/ulid.js';
 import { BucketMirror, type MirrorLog } from './bucket-mirror.js';
 import type { ControlStore } from './store.js';
 
@@ -44,7 +44,7 @@ const scopeOf = (key: string) => key.slice(0, key.lastIndexOf('.'));
 const iso = (ms: number) => new Date(ms).toISOString();
 
 function withEvent(r: IssueRecord, type: IssueEvent['type'], actor: Actor, at: string, data: object): void {
-  r.events.push({ id: `evt_${ulid()}`, type, actor, at, data: { ...data } });
+  r.events.push({ id: `evt_${newUlid()}`, type, actor, at, data: { ...data } });
   const over = r.events.length - MAX_STORED_EVENTS;
   if (over > 0) {
     r.events.splice(0, over);
@@ -301,7 +301,7 @@ export class IssueStore {
     if (!(await this.get(workspaceId, mode, issueId)))
       throw new ServiceError('NOT_FOUND', `no issue ${issueId} in this workspace and mode`);
     const comment: IssueComment = {
-      id: `cmt_${ulid()}`,
+      id: `cmt_${newUlid()}`,
       body,
       author,
       createdAt: new Date().toISOString(),

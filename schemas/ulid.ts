@@ -1,3 +1,5 @@
+import { randomFillSync } from 'node:crypto';
+
 /** Crockford base32, the ULID alphabet (no I, L, O, U). */
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const TWO_POW_32 = 0x1_0000_0000;
@@ -30,4 +32,22 @@ export function encodeUlid(timeMs: number, bits: Uint8Array): string {
     }
   }
   return chars.join('');
+}
+
+// Random bits for new ULIDs, drawn from the system 4 KiB at a time.
+const POOL = new Uint8Array(4096);
+let poolAt = POOL.length;
+
+/**
+ * A new ULID of `timeMs` (now) with 80 random bits. The `ulid` package asked Web Crypto for each of its sixteen
+ * random characters: about 0.1 ms per id under ingest load, for every request's id.
+ */
+export function newUlid(timeMs = Date.now()): string {
+  if (poolAt + 10 > POOL.length) {
+    randomFillSync(POOL);
+    poolAt = 0;
+  }
+  const bits = POOL.subarray(poolAt, poolAt + 10);
+  poolAt += 10;
+  return encodeUlid(timeMs, bits);
 }

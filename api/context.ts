@@ -31,6 +31,11 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
     'Ingest bodies parsed in groups of items by the cuts the API found while checking them (the rest: whole).',
     (s) => s.groupedParses,
   ],
+  [
+    'svc_pipeline_moved_bodies_total',
+    'Ingest bodies handed to a parse worker in the buffer they arrived in, without a copy (the rest: copied).',
+    (s) => s.movedBodies,
+  ],
   ['svc_pipeline_failed_messages_total', 'Messages whose processing threw (redelivered).', (s) => s.failed],
   [
     'svc_pipeline_flush_failures_total',

@@ -29,6 +29,18 @@ interface BufferState {
 
 const PATCHED = Symbol.for('svc.nats.presizedMessageBuffers');
 
+/** The buffers `presize` made: each holds one message (its headers and payload) and nothing else. */
+const presized = new WeakSet<ArrayBufferLike>();
+
+/**
+ * Whether `data` (a received message's payload) lies in a buffer of its own, made for its message alone: then
+ * that buffer may be moved to another thread instead of copied, once nothing reads the message's payload or
+ * headers here any more. A message that fit in one socket read is a view of that read, shared with others.
+ */
+export function inOwnBuffer(data: Uint8Array): boolean {
+  return presized.has(data.buffer);
+}
+
 /** The parser's buffer for a message spanning reads, swapped for one of the message's whole size. */
 function presize(p: ParserState): void {
   const buf = p.msgBuf;
@@ -37,6 +49,7 @@ function presize(p: ParserState): void {
   const have = buf.bytes({ copy: false });
   const whole = new Uint8Array(size);
   whole.set(have);
+  presized.add(whole.buffer);
   const sized = new DenoBuffer();
   const raw = sized as unknown as BufferState;
   // The bytes so far, over a buffer whose capacity is the whole message: later reads append by reslicing.

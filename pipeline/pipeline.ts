@@ -1,6 +1,7 @@
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
+import { inOwnBuffer } from '../broker/parser-buffers.js';
 import {
   COMMIT_CLAIMS_BUCKET,
   INGEST_STREAM,
@@ -64,6 +65,8 @@ export interface PipelineStats {
   flushMsTotal: number;
   /** Ingest bodies parsed in groups by the cuts the API found (grouped-json.ts); the others were parsed whole. */
   groupedParses: number;
+  /** Bodies moved to a parse worker in the buffer they arrived in (broker/parser-buffers.ts); the others copied. */
+  movedBodies: number;
   /**
    * Messages another process was committing when a batch of this one claimed them (naked, to come again), and
    * commits of a stalled or dead process fenced by this one (pipeline/commit-claims.ts).
@@ -148,6 +151,7 @@ export class Pipeline {
     lastFlushRows: 0,
     flushMsTotal: 0,
     groupedParses: 0,
+    movedBodies: 0,
   };
 
   constructor(opts: PipelineOptions) {
@@ -389,12 +393,18 @@ export class Pipeline {
       this.#held.delete(m.seq);
       return;
     }
-    // A copy with its own ArrayBuffer, so that buffer can move to the worker. m.data is a Node Buffer viewing the
-    // socket's read buffer, shared with other messages: its slice() is a view, and moving that buffer would
-    // detach every other message's data (and Buffer.from would share Node's pool the same way). allocUnsafeSlow:
-    // an ArrayBuffer of its own, not zeroed first (`new Uint8Array(m.data)` zeroed each body before copying it).
-    const body = Buffer.allocUnsafeSlow(m.data.length);
-    body.set(m.data);
+    // The body moves to the worker with its ArrayBuffer. A message longer than one socket read was gathered in a
+    // buffer of its own (broker/parser-buffers.ts), which moves as it is: its headers were read above, and
+    // nothing here reads m.data again (a failed task is redelivered, not retried from it). A shorter one views the
+    // socket's read buffer, shared with other messages (moving that would detach their data; Buffer.from would
+    // share Node's pool the same way): it is copied into an ArrayBuffer of its own, allocUnsafeSlow so not zeroed.
+    const data = m.data;
+    let body: Uint8Array = data;
+    if (inOwnBuffer(data)) this.#stats.movedBodies++;
+    else {
+      body = Buffer.allocUnsafeSlow(data.length);
+      body.set(data);
+    }
     const result = await this.#pool!.run(
       {
         body,

@@ -1,7 +1,19 @@
 import { headers, Kind, Parser, type ParserEvent } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { presizeMessageBuffers } from '../../broker/parser-buffers.js';
-import { startTestBroker, type TestBroker } from '../support/env.js';
+import { inOwnBuffer, presizeMessageBuffers } from '../../broker/parser-buffers.js';
+import {
+  createTenant,
+  eventually,
+  execution,
+  get,
+  ingest,
+  json,
+  startStack,
+  startTestBroker,
+  type TestBroker,
+  type TestStack,
+  type TestTenant,
+} from '../support/env.js';
 
 // A small deterministic generator: the same bytes and splits on every run.
 function rng(seed: number) {
@@ -107,6 +119,17 @@ describe('the NATS parser with message buffers of the message size', () => {
     // The client's own growth would leave it in a buffer of 2 × capacity + read (here 448 KiB or more).
     expect(got!.buffer.byteLength).toBe(data.byteLength);
     expect(Buffer.compare(Buffer.from(got!), Buffer.from(data))).toBe(0);
+    // Its buffer is its own, so the pipeline may move it to a worker; a message within one read shares the read's.
+    expect(inOwnBuffer(got!)).toBe(true);
+    const small = frame(2, payload(1000, rng(4)), 0);
+    const read = concat([small, small]);
+    const views: Uint8Array[] = [];
+    const p2 = new Parser({
+      push: (e: ParserEvent) => void (e.kind === Kind.MSG && e.data && views.push(e.data)),
+    });
+    p2.parse(read);
+    expect(views.length).toBe(2);
+    expect(views.every((v) => v.buffer === read.buffer && !inOwnBuffer(v))).toBe(true);
   });
 });
 
@@ -140,5 +163,49 @@ describe('messages through a real nats-server', () => {
     got.forEach((g, i) => {
       expect(Buffer.compare(Buffer.from(g.data), Buffer.from(sent[i]!))).toBe(0);
     });
+  });
+});
+
+describe('an ingest body through the service', () => {
+  let stack: TestStack;
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    stack = await startStack('moved');
+    tenant = await createTenant(stack.service, { ingestOnly: { mode: 'test', permissions: ['ingest'] } });
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+  const list = async (query: string) => {
+    const res = await get(stack.service, tenant.keys.test!, `/api/executions${query}`);
+    expect(res.statusCode, res.body).toBe(200);
+    return json<{ total: number; data: { executionId: string }[] }>(res);
+  };
+
+  it('a body longer than a socket read moves to its worker without a copy, every item as sent', async () => {
+    const service = `moved-${Date.now()}`;
+    const executions = Array.from({ length: 200 }, (_, i) =>
+      execution({
+        service,
+        durationMs: 2000 + i,
+        context: { order: { id: `o-${i}`, note: 'x'.repeat(300) } },
+      }),
+    );
+    const text = JSON.stringify({ resource: { service }, executions });
+    // Larger than the 64 KiB a socket read delivers: the broker client gathers it in a buffer of its own.
+    expect(text.length).toBeGreaterThan(100 * 1024);
+    const before = stack.service.pipeline!.stats().movedBodies;
+    expect((await ingest(stack.service, tenant.keys.test!, text)).statusCode).toBe(202);
+    await eventually(
+      () => list(`?serviceName=${service}&pageSize=200&sort=durationMs`),
+      (l) => l.total === 200,
+    );
+    const listed = await list(`?serviceName=${service}&pageSize=200&sort=durationMs`);
+    expect(listed.data.map((e) => e.executionId)).toEqual(executions.map((e) => e.executionId));
+    expect(stack.service.pipeline!.stats().movedBodies - before).toBe(1);
+    const detail = json<{ context: unknown }>(
+      await get(stack.service, tenant.keys.test!, `/api/executions/${executions[123]!.executionId}`),
+    );
+    expect(detail.context).toEqual(executions[123]!.context);
   });
 });

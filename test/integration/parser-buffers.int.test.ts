@@ -1,5 +1,6 @@
 import { headers, Kind, Parser, type ParserEvent } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rng } from '../../bench/traffic.js';
 import { inOwnBuffer, presizeMessageBuffers } from '../../broker/parser-buffers.js';
 import {
   createTenant,
@@ -14,18 +15,6 @@ import {
   type TestStack,
   type TestTenant,
 } from '../support/env.js';
-
-// A small deterministic generator: the same bytes and splits on every run.
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const enc = new TextEncoder();
 

@@ -393,11 +393,12 @@ export class Pipeline {
       this.#held.delete(m.seq);
       return;
     }
-    // The body moves to the worker with its ArrayBuffer. A message longer than one socket read was gathered in a
-    // buffer of its own (broker/parser-buffers.ts), which moves as it is: its headers were read above, and
-    // nothing here reads m.data again (a failed task is redelivered, not retried from it). A shorter one views the
-    // socket's read buffer, shared with other messages (moving that would detach their data; Buffer.from would
-    // share Node's pool the same way): it is copied into an ArrayBuffer of its own, allocUnsafeSlow so not zeroed.
+    // The body moves to the worker with its ArrayBuffer. A message that spanned socket reads was gathered in a
+    // buffer of its own (broker/parser-buffers.ts), which moves as it is: its headers were read above, and nothing
+    // here reads m.data again (a failed task is redelivered, not retried from it; m.data would throw once its
+    // buffer has moved). Any other message views a buffer shared with others (moving that would detach their
+    // data; Buffer.from would share Node's pool the same way): it is copied into an ArrayBuffer of its own,
+    // allocUnsafeSlow so not zeroed.
     const data = m.data;
     let body: Uint8Array = data;
     if (inOwnBuffer(data)) this.#stats.movedBodies++;

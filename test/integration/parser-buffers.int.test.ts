@@ -58,6 +58,7 @@ describe('the NATS parser with message buffers of the message size', () => {
   it('hands over every message as sent, whatever the reads it arrives in', () => {
     presizeMessageBuffers();
     const next = rng(7);
+    let presizedSeen = 0;
     for (let round = 0; round < 40; round++) {
       const sizes = Array.from({ length: 1 + ((next() * 6) | 0) }, () => {
         const r = next();
@@ -75,9 +76,12 @@ describe('the NATS parser with message buffers of the message size', () => {
       // Reads of 1 byte to 100 KiB, as a socket may deliver them.
       const maxRead = [1, 64, 4096, 65_536, 100_000][round % 5]!;
       const got: Uint8Array[] = [];
+      const own: boolean[] = [];
       const parser = new Parser({
         push: (e: ParserEvent) => {
-          if (e.kind === Kind.MSG && e.data) got.push(e.data.slice());
+          if (e.kind !== Kind.MSG || !e.data) return;
+          got.push(e.data.slice());
+          own.push(inOwnBuffer(e.data));
         },
       });
       for (let at = 0; at < stream.byteLength; ) {
@@ -89,8 +93,12 @@ describe('the NATS parser with message buffers of the message size', () => {
       got.forEach((g, i) => {
         expect(g.byteLength).toBe(sent[i]!.byteLength);
         expect(Buffer.compare(Buffer.from(g), Buffer.from(sent[i]!))).toBe(0);
+        // A payload longer than any read spans reads: it was gathered in a buffer made for it.
+        if (g.byteLength > maxRead) expect(own[i], `message ${i} of ${g.byteLength} B`).toBe(true);
       });
+      presizedSeen += own.filter(Boolean).length;
     }
+    expect(presizedSeen).toBeGreaterThan(20);
   });
 
   it('gathers a message spanning reads in one buffer of its size, not a grown one', () => {

@@ -295,6 +295,8 @@ export interface RunResult {
     cpuMicrosPerExecution: number | null;
     peakRssMiB: number | null;
     natsPeakRssMiB: number | null;
+    /** The service and its nats-server at once: the largest sum of their RSS in one sample (each second). */
+    peakRssTogetherMiB: number | null;
     /** Of cpuSeconds, the nats-server's. */
     natsCpuSeconds: number | null;
     /** The service's process id (its CPU profiles are named by it). */
@@ -488,6 +490,7 @@ async function runLoad(
         cpuMicrosPerExecution: cpuSeconds !== null && visible > 0 ? (cpuSeconds * 1e6) / visible : null,
         peakRssMiB: svc ? (sampler.peakRssByPid.get(svc.pid) ?? null) : null,
         natsPeakRssMiB: natsPeak,
+        peakRssTogetherMiB: svc ? sampler.peakRssTogetherMiB : null,
         natsCpuSeconds: natsPid ? (sampler.cpuByPid.get(natsPid) ?? null) : null,
         pid: svc?.pid ?? null,
         cpuByThread:
@@ -570,6 +573,10 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
       r.service.peakRssMiB === null
         ? '–'
         : `${fmt(r.service.peakRssMiB)} MiB (nats-server ${fmt(r.service.natsPeakRssMiB)} MiB)`,
+    ],
+    [
+      'peak RSS, service + nats-server at once',
+      r.service.peakRssTogetherMiB == null ? '–' : `${fmt(r.service.peakRssTogetherMiB)} MiB`,
     ],
     ['benchmark client CPU seconds', fmt(r.benchCpuSeconds, 1)],
   ]);

@@ -291,6 +291,8 @@ export class Sampler {
   #busy = false;
   #cpu0: number | null = null;
   peakRssMiB = 0;
+  /** The most the service's processes held at one time, their current RSS summed each sample (not their peaks'). */
+  peakRssTogetherMiB = 0;
 
   constructor(
     private readonly url: string,
@@ -371,7 +373,10 @@ export class Sampler {
       const [metrics, proc] = await Promise.all([this.#metricsText(), this.cpuAndRss()]);
       const visible = await this.#stored(metrics);
       const lagMessages = promValue(metrics, 'svc_pipeline_lag_messages');
-      if (proc) this.peakRssMiB = Math.max(this.peakRssMiB, proc.peakRssMiB);
+      if (proc) {
+        this.peakRssMiB = Math.max(this.peakRssMiB, proc.peakRssMiB);
+        this.peakRssTogetherMiB = Math.max(this.peakRssTogetherMiB, proc.rssMiB);
+      }
       const s: Sample = {
         t: (performance.now() - this.t0) / 1000,
         accepted,

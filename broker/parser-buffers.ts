@@ -55,7 +55,8 @@ function presize(p: ParserState): void {
   const size = p.ma?.size ?? -1;
   if (buf === undefined || p.state !== State.MSG_PAYLOAD || size <= buf.capacity) return;
   const have = buf.bytes({ copy: false });
-  const whole = new Uint8Array(size);
+  // Not zeroed first: the parser writes every byte up to `size` before it hands the message over.
+  const whole = new Uint8Array(Buffer.allocUnsafeSlow(size).buffer, 0, size);
   whole.set(have);
   presized.add(whole.buffer);
   const sized = new DenoBuffer();

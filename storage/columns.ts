@@ -179,10 +179,15 @@ export function pack(columns: ColumnData[]): { buffer: ArrayBuffer; layout: Int3
     layout[i * 2 + 1] = a.byteLength;
     size += (a.byteLength + 7) & ~7;
   });
-  const buffer = new ArrayBuffer(size);
+  // Not zeroed first (`new ArrayBuffer` zeroed the ~1 MB of a 500-execution message's chunks before they were
+  // copied over it): every byte is written below, the padding after each array included.
+  const buffer = Buffer.allocUnsafeSlow(size).buffer as ArrayBuffer;
   const bytes = new Uint8Array(buffer);
   arrays.forEach((a, i) => {
-    if (a !== null) bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), layout[i * 2]!);
+    if (a === null) return;
+    const at = layout[i * 2]!;
+    bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
+    bytes.fill(0, at + a.byteLength, at + ((a.byteLength + 7) & ~7));
   });
   return { buffer, layout };
 }

@@ -56,6 +56,15 @@ describe('chunks: one packed buffer per chunk, columns back as views', () => {
         for (const r of rows) set.add('logs', 1_700_000_000_000, r as CellValue[]);
         const [chunk] = set.finish();
         expect(chunkBuffers(chunk!)).toEqual([chunk!.buffer]);
+        // The buffer is not zeroed when made: the padding between arrays is written as zeros, so every byte outside
+        // the arrays is 0 (nothing left over from memory reused).
+        const covered = new Uint8Array(chunk!.buffer.byteLength);
+        for (let slot = 0; slot * 2 < chunk!.layout.length; slot++) {
+          const at = chunk!.layout[slot * 2]!;
+          if (at >= 0) covered.fill(1, at, at + chunk!.layout[slot * 2 + 1]!);
+        }
+        const raw = new Uint8Array(chunk!.buffer);
+        expect(raw.some((b, i) => covered[i] === 0 && b !== 0)).toBe(false);
         const columns = columnsOf(chunk!);
         defs.forEach((_def, c) => {
           const col = columns[c]!;

@@ -1,7 +1,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { presizeMessageBuffers } from './parser-buffers.js';
+import { packOutboundWithoutZeroing, presizeMessageBuffers } from './client-buffers.js';
 
 export interface Broker {
   readonly nc: NatsConnection;
@@ -24,6 +24,11 @@ export async function connectBroker(url: string, log: BrokerLog, name = 'svc'): 
     log.warn(
       {},
       'the NATS client parser is not the expected one: large messages are read in growing buffers',
+    );
+  if (!packOutboundWithoutZeroing())
+    log.warn(
+      {},
+      'the NATS client outbound buffer is not the expected one: publishes are packed as the client does',
     );
   const nc = await connect({
     // A cluster's nodes, comma-separated: the client connects to one and fails over to the others.

@@ -1,7 +1,7 @@
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
 import type { Broker } from '../broker/connection.js';
-import { inOwnBuffer } from '../broker/parser-buffers.js';
+import { inOwnBuffer } from '../broker/client-buffers.js';
 import {
   COMMIT_CLAIMS_BUCKET,
   INGEST_STREAM,
@@ -65,7 +65,7 @@ export interface PipelineStats {
   flushMsTotal: number;
   /** Ingest bodies parsed in groups by the cuts the API found (grouped-json.ts); the others were parsed whole. */
   groupedParses: number;
-  /** Bodies moved to a parse worker in the buffer they arrived in (broker/parser-buffers.ts); the others copied. */
+  /** Bodies moved to a parse worker in the buffer they arrived in (broker/client-buffers.ts); the others copied. */
   movedBodies: number;
   /**
    * Messages another process was committing when a batch of this one claimed them (naked, to come again), and
@@ -394,7 +394,7 @@ export class Pipeline {
       return;
     }
     // The body moves to the worker with its ArrayBuffer. A message that spanned socket reads was gathered in a
-    // buffer of its own (broker/parser-buffers.ts), which moves as it is: its headers were read above, and nothing
+    // buffer of its own (broker/client-buffers.ts), which moves as it is: its headers were read above, and nothing
     // here reads m.data again (a failed task is redelivered, not retried from it; m.data would throw once its
     // buffer has moved). Any other message views a buffer shared with others (moving that would detach their
     // data; Buffer.from would share Node's pool the same way): it is copied into an ArrayBuffer of its own,

@@ -1,7 +1,11 @@
-import { headers, Kind, Parser, type ParserEvent } from '@nats-io/transport-node';
+import { DataBuffer, headers, Kind, Parser, type ParserEvent } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rng } from '../../bench/traffic.js';
-import { inOwnBuffer, presizeMessageBuffers } from '../../broker/parser-buffers.js';
+import {
+  inOwnBuffer,
+  packOutboundWithoutZeroing,
+  presizeMessageBuffers,
+} from '../../broker/client-buffers.js';
 import {
   createTenant,
   eventually,
@@ -130,10 +134,32 @@ describe('the NATS parser with message buffers of the message size', () => {
   });
 });
 
+describe('the NATS client packing what it sends without zeroing first', () => {
+  it('applies, and packs the queued pieces in order, whole', () => {
+    expect(packOutboundWithoutZeroing()).toBe(true);
+    expect(packOutboundWithoutZeroing()).toBe(true);
+    const next = rng(5);
+    for (let round = 0; round < 50; round++) {
+      const pieces = Array.from({ length: 1 + ((next() * 5) | 0) }, () =>
+        payload(next() < 0.3 ? 0 : (next() * 200_000) | 0, next),
+      );
+      const out = new DataBuffer();
+      out.fill(pieces[0]!, ...pieces.slice(1));
+      const total = pieces.reduce((n, p) => n + p.byteLength, 0);
+      expect(out.size()).toBe(total);
+      // drain packs them into one array and hands it over, as the client does before each socket write.
+      const drained = out.drain();
+      expect(drained.byteLength).toBe(total);
+      expect(Buffer.compare(Buffer.from(drained), Buffer.concat(pieces))).toBe(0);
+      expect(out.size()).toBe(0);
+    }
+  });
+});
+
 describe('messages through a real nats-server', () => {
   let b: TestBroker;
   beforeAll(async () => {
-    b = await startTestBroker('parser-buffers');
+    b = await startTestBroker('client-buffers');
   });
   afterAll(async () => {
     await b?.close();

@@ -1,7 +1,7 @@
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { Piscina } from 'piscina';
-import type { Broker } from '../broker/connection.js';
 import { inOwnBuffer } from '../broker/client-buffers.js';
+import type { Broker } from '../broker/connection.js';
 import {
   COMMIT_CLAIMS_BUCKET,
   INGEST_STREAM,

@@ -290,7 +290,6 @@ export class Sampler {
   #timer: NodeJS.Timeout | null = null;
   #busy = false;
   #cpu0: number | null = null;
-  peakRssMiB = 0;
   /** The most the service's processes held at one time, their current RSS summed each sample (not their peaks'). */
   peakRssTogetherMiB = 0;
 
@@ -320,7 +319,7 @@ export class Sampler {
     return promValue(await this.#metricsText(), 'svc_pipeline_lag_messages');
   }
 
-  async cpuAndRss(): Promise<{ cpuSeconds: number; rssMiB: number; peakRssMiB: number } | null> {
+  async cpuAndRss(): Promise<{ cpuSeconds: number; rssMiB: number } | null> {
     const pids = this.pids();
     if (pids.length === 0) return null;
     const all = await Promise.all(pids.map((p) => procStats(p).catch(() => null)));
@@ -335,7 +334,6 @@ export class Sampler {
     return {
       cpuSeconds: ok.reduce((s, x) => s + x.cpuSeconds, 0),
       rssMiB: ok.reduce((s, x) => s + x.rssMiB, 0),
-      peakRssMiB: ok.reduce((s, x) => s + x.peakRssMiB, 0),
     };
   }
 
@@ -373,10 +371,7 @@ export class Sampler {
       const [metrics, proc] = await Promise.all([this.#metricsText(), this.cpuAndRss()]);
       const visible = await this.#stored(metrics);
       const lagMessages = promValue(metrics, 'svc_pipeline_lag_messages');
-      if (proc) {
-        this.peakRssMiB = Math.max(this.peakRssMiB, proc.peakRssMiB);
-        this.peakRssTogetherMiB = Math.max(this.peakRssTogetherMiB, proc.rssMiB);
-      }
+      if (proc) this.peakRssTogetherMiB = Math.max(this.peakRssTogetherMiB, proc.rssMiB);
       const s: Sample = {
         t: (performance.now() - this.t0) / 1000,
         accepted,

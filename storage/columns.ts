@@ -48,30 +48,27 @@ class PartitionBuilder {
 const NON_ASCII_RE = /[\u0080-\uffff]/;
 
 /**
- * A string column's Arrow offsets and UTF-8 bytes. The common column is all ASCII: its UTF-8 is its Latin-1,
- * byte for byte, so the strings are joined and written with one call and their offsets are their lengths;
- * one call per string (two, with the byte length) cost a fifth of the parse worker's time. Any other column
- * is written string by string, in one pass.
+ * A string column, measured: the common column is all ASCII, its UTF-8 is its Latin-1 byte for byte, so its
+ * strings are joined (`ascii`) to be written with one call, and their offsets are their lengths; one call per
+ * string (two, with the byte length) cost a fifth of the parse worker's time. Any other column is encoded string
+ * by string, in one pass, into bytes of its own (`encoded`, with its `offsets`).
  */
-export function utf8Column(values: readonly CellValue[]): { offsets: Int32Array; data: Uint8Array } {
-  const n = values.length;
-  const offsets = new Int32Array(n + 1);
+type SizedUtf8 =
+  | { ascii: string; bytes: number }
+  | { ascii: null; bytes: number; encoded: Uint8Array; offsets: Int32Array };
+
+function sizeUtf8(values: readonly CellValue[]): SizedUtf8 {
   let text = '';
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (typeof v === 'string') text += v;
-    offsets[i + 1] = text.length;
   }
-  // Own ArrayBuffer (not Node's shared pool) so it can be transferred.
-  if (!NON_ASCII_RE.test(text)) {
-    const buf = Buffer.allocUnsafeSlow(text.length);
-    buf.write(text, 0, 'latin1');
-    return { offsets, data: new Uint8Array(buf.buffer, buf.byteOffset, text.length) };
-  }
-  // One pass: each string is encoded into the scratch buffer (room for its worst case, 3 bytes per UTF-16 unit),
-  // then the bytes are copied once into an ArrayBuffer of their own.
+  if (!NON_ASCII_RE.test(text)) return { ascii: text, bytes: text.length };
+  // Each string is encoded into the scratch buffer (room for its worst case, 3 bytes per UTF-16 unit), then the
+  // bytes are copied once into an array of their own (the scratch serves the next column).
+  const offsets = new Int32Array(values.length + 1);
   let at = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < values.length; i++) {
     const v = values[i];
     if (typeof v === 'string' && v.length > 0) {
       if (at + v.length * 3 > scratch.length) growScratch(at, at + v.length * 3);
@@ -79,9 +76,35 @@ export function utf8Column(values: readonly CellValue[]): { offsets: Int32Array;
     }
     offsets[i + 1] = at;
   }
-  const data = new Uint8Array(at);
-  data.set(scratch.subarray(0, at));
-  return { offsets, data };
+  // A copy (Buffer#slice would be a view of the scratch, which the next column overwrites).
+  return { ascii: null, bytes: at, encoded: new Uint8Array(scratch.subarray(0, at)), offsets };
+}
+
+/** Writes a measured string column's offsets (values.length + 1 of them) and its UTF-8 bytes. */
+function writeUtf8(s: SizedUtf8, values: readonly CellValue[], offsets: Int32Array, data: Buffer): void {
+  if (s.ascii === null) {
+    offsets.set(s.offsets);
+    data.set(s.encoded);
+    return;
+  }
+  let at = 0;
+  offsets[0] = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (typeof v === 'string') at += v.length;
+    offsets[i + 1] = at;
+  }
+  data.write(s.ascii, 0, s.bytes, 'latin1');
+}
+
+/** A string column's Arrow offsets and UTF-8 bytes, in arrays of their own (the chunks write theirs in place). */
+export function utf8Column(values: readonly CellValue[]): { offsets: Int32Array; data: Uint8Array } {
+  const s = sizeUtf8(values);
+  const offsets = new Int32Array(values.length + 1);
+  // Own ArrayBuffer (not Node's shared pool) so it can be transferred.
+  const data = Buffer.allocUnsafeSlow(s.bytes);
+  writeUtf8(s, values, offsets, data);
+  return { offsets, data: new Uint8Array(data.buffer, data.byteOffset, s.bytes) };
 }
 
 /** Encoding space for non-ASCII string columns, reused (each worker thread has its own module instance). */
@@ -91,38 +114,6 @@ function growScratch(keep: number, need: number): void {
   const next = Buffer.allocUnsafeSlow(Math.max(scratch.length * 2, need));
   scratch.copy(next, 0, 0, keep);
   scratch = next;
-}
-
-function buildColumn(type: ColumnType, values: CellValue[], nullable: boolean): ColumnData {
-  const n = values.length;
-  let valid: Uint8Array | null = null;
-  if (nullable) {
-    for (let i = 0; i < n; i++) {
-      if (values[i] === null) {
-        valid ??= new Uint8Array(n).fill(1);
-        valid[i] = 0;
-      }
-    }
-  }
-  switch (type) {
-    case 'utf8':
-      return { t: 'utf8', ...utf8Column(values), valid };
-    case 'i32': {
-      const out = new Int32Array(n);
-      for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
-      return { t: 'i32', values: out, valid };
-    }
-    case 'bool': {
-      const out = new Uint8Array(n);
-      for (let i = 0; i < n; i++) out[i] = values[i] ? 1 : 0;
-      return { t: 'bool', values: out, valid };
-    }
-    default: {
-      const out = new Float64Array(n);
-      for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
-      return { t: type, values: out, valid };
-    }
-  }
 }
 
 /** Groups rows by (dataset, hour) and turns each group into a ColumnChunk. */
@@ -156,38 +147,94 @@ export class ChunkSet {
   finish(): ColumnChunk[] {
     const out: ColumnChunk[] = [];
     for (const { dataset, hour, builder } of this.#parts.values()) {
-      const columns = builder.defs.map((def, c) => buildColumn(def.type, builder.cells[c]!, def.nullable));
+      const columns = builder.defs.map((def, c) => ({
+        type: def.type,
+        nullable: def.nullable,
+        values: builder.cells[c]!,
+      }));
       out.push({ dataset, hour, rows: builder.rows, ...pack(columns), extra: this.#extra[dataset] ?? [] });
     }
     return out;
   }
 }
 
-type Arr = Int32Array | Float64Array | Uint8Array;
+/** Bytes per value of a fixed-width column. */
+const WIDTH: Record<Exclude<ColumnType, 'utf8'>, number> = { f64: 8, ts: 8, i64: 8, i32: 4, bool: 1 };
 
-/** The columns' arrays copied into one buffer, each at an 8-byte boundary (a Float64Array view needs it). */
-export function pack(columns: ColumnData[]): { buffer: ArrayBuffer; layout: Int32Array } {
+const padded = (bytes: number) => (bytes + 7) & ~7;
+
+/**
+ * The columns' arrays written straight into one buffer, each at an 8-byte boundary (a Float64Array view needs
+ * it): first every array is measured (a string column's strings joined, a nullable column's nulls looked for),
+ * then the buffer is made and each array written in place. Writing each column into an array of its own and
+ * copying them all into the buffer after cost the parse workers a tenth of their time (the copy, and the arrays).
+ */
+export function pack(
+  columns: readonly { type: ColumnType; nullable: boolean; values: readonly CellValue[] }[],
+): { buffer: ArrayBuffer; layout: Int32Array } {
+  // Per column three slots (values or offsets, string bytes, validity), each (byte position, bytes); -1: none.
   const layout = new Int32Array(columns.length * LAYOUT_INTS).fill(-1);
-  const arrays: (Arr | null)[] = [];
-  for (const c of columns) {
-    arrays.push(c.t === 'utf8' ? c.offsets : c.values, c.t === 'utf8' ? c.data : null, c.valid);
-  }
+  const strings: (SizedUtf8 | null)[] = [];
   let size = 0;
-  arrays.forEach((a, i) => {
-    if (a === null) return;
-    layout[i * 2] = size;
-    layout[i * 2 + 1] = a.byteLength;
-    size += (a.byteLength + 7) & ~7;
+  const place = (slot: number, bytes: number) => {
+    layout[slot * 2] = size;
+    layout[slot * 2 + 1] = bytes;
+    size += padded(bytes);
+  };
+  columns.forEach((c, k) => {
+    const n = c.values.length;
+    if (c.type === 'utf8') {
+      const s = sizeUtf8(c.values);
+      strings.push(s);
+      place(k * 3, (n + 1) * 4);
+      place(k * 3 + 1, s.bytes);
+    } else {
+      strings.push(null);
+      place(k * 3, n * WIDTH[c.type]);
+    }
+    if (c.nullable && c.values.includes(null)) place(k * 3 + 2, n);
   });
-  // Not zeroed first (`new ArrayBuffer` zeroed the ~1 MB of a 500-execution message's chunks before they were
-  // copied over it): every byte is written below, the padding after each array included.
-  const buffer = Buffer.allocUnsafeSlow(size).buffer as ArrayBuffer;
-  const bytes = new Uint8Array(buffer);
-  arrays.forEach((a, i) => {
-    if (a === null) return;
-    const at = layout[i * 2]!;
-    bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
-    bytes.fill(0, at + a.byteLength, at + ((a.byteLength + 7) & ~7));
+  // Not zeroed first: every byte is written below, the padding after each array included.
+  // An ArrayBuffer of its own (not Node's shared pool), to be transferred: the layout's positions are in it.
+  const bytes = Buffer.allocUnsafeSlow(size);
+  const buffer = bytes.buffer as ArrayBuffer;
+  for (let slot = 0; slot * 2 < layout.length; slot++) {
+    const at = layout[slot * 2]!;
+    if (at >= 0) bytes.fill(0, at + layout[slot * 2 + 1]!, at + padded(layout[slot * 2 + 1]!));
+  }
+  columns.forEach((c, k) => {
+    const values = c.values;
+    const n = values.length;
+    const at = layout[k * 6]!;
+    switch (c.type) {
+      case 'utf8':
+        writeUtf8(
+          strings[k]!,
+          values,
+          new Int32Array(buffer, at, n + 1),
+          Buffer.from(buffer, layout[k * 6 + 2]!, layout[k * 6 + 3]!),
+        );
+        break;
+      case 'i32': {
+        const out = new Int32Array(buffer, at, n);
+        for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
+        break;
+      }
+      case 'bool': {
+        const out = new Uint8Array(buffer, at, n);
+        for (let i = 0; i < n; i++) out[i] = values[i] ? 1 : 0;
+        break;
+      }
+      default: {
+        const out = new Float64Array(buffer, at, n);
+        for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
+      }
+    }
+    const validAt = layout[k * 6 + 4]!;
+    if (validAt >= 0) {
+      const valid = new Uint8Array(buffer, validAt, n);
+      for (let i = 0; i < n; i++) valid[i] = values[i] === null ? 0 : 1;
+    }
   });
   return { buffer, layout };
 }

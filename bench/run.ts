@@ -8,6 +8,7 @@ import { main as hourEnd } from './hour-end.js';
 import { main as ingest } from './ingest.js';
 import { main as metrics } from './metrics.js';
 import { main as otlp } from './otlp.js';
+import { main as parseStage } from './parse-stage.js';
 import { main as query } from './query.js';
 import { main as sdkOverhead } from './sdk-overhead.js';
 
@@ -17,6 +18,7 @@ import { main as sdkOverhead } from './sdk-overhead.js';
  */
 const SCENARIOS: Record<string, (args: string[]) => Promise<unknown>> = {
   ingest,
+  parse: parseStage,
   cluster,
   'crash-recovery': crashRecovery,
   'hour-end': hourEnd,

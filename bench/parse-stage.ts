@@ -1,0 +1,172 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { checkBody } from '../api/ingest-envelope.js';
+import parse from '../pipeline/parse-worker.js';
+import { wholeNumber } from './support/options.js';
+import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
+
+/**
+ * The parse workers' stage alone: the function a parse worker runs on one ingest message (JSON in groups,
+ * validation, scrubbing, classification, fingerprints, column chunks), called in one thread on the ingest
+ * benchmark's bodies, timed by the thread's CPU, not the clock: on these shared VMs the clock also counts time
+ * the machine gave to others, and CPU time moved by a few percent between runs where the clock moved by half.
+ * Beside it, `JSON.parse` of the same bodies in the same process: the ceiling the ingest benchmark reports too.
+ * Each run is a child process of its own (`--single-threaded-gc`, as the service runs on two cores), so builds
+ * compared with --compare never share a heap; runs alternate between them.
+ *
+ *   npm run bench -- parse [--plain] [--compare DIST] [--runs N]
+ */
+
+const USAGE = `usage: npm run bench -- parse [--plain] [--compare DIST] [--runs N]
+  --plain          executions without logs or metric points (the ingest benchmark's --no-logs --metrics 0)
+  --compare DIST   alternate with the parse stage compiled under DIST (another checkout's dist/)
+  --runs N         runs per build (4)
+`;
+
+const BODIES = 16;
+/** Bodies parsed before measuring (the JIT's warm-up), then per measured slice. */
+const WARM_UP = 400;
+const SLICE = 150;
+const SLICES = 7;
+
+interface ChildResult {
+  parseMicrosPerExecution: number;
+  jsonParseMicrosPerExecution: number;
+}
+
+const fmt = (n: number) => n.toFixed(2);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+function cpuMillis(run: () => void): number {
+  const start = process.cpuUsage();
+  run();
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000;
+}
+
+/** In the child: the median over SLICES slices of CPU per execution, for the stage and for JSON.parse. */
+function measure(plain: boolean): ChildResult {
+  const templates: BodyTemplate[] = [];
+  for (let i = 0; i < BODIES; i++) {
+    templates.push(
+      buildTemplate(1000 + i, 'parse', 500, {
+        firstFingerprint: templates.at(-1)?.nextFingerprint ?? 0,
+        noLogs: plain,
+        metrics: plain ? 0 : undefined,
+      }),
+    );
+  }
+  const bodies = templates.map((t, i) => stampBody(t, i));
+  const executions = templates[0]!.executions;
+  const limits = { executions: 1_000_000, logs: 10_000_000, metrics: 1_000_000 };
+  const cuts = bodies.map((b) => checkBody(b, 'test', limits).cuts);
+  let n = 0;
+  const parseSome = (count: number) => {
+    for (let k = 0; k < count; k++, n++) {
+      const i = n % BODIES;
+      parse({
+        body: bodies[i]!,
+        jsonCuts: cuts[i],
+        encoding: 'identity',
+        format: 'ingest',
+        maxDecodedBytes: 64 * 1024 * 1024,
+        mode: 'test',
+        workspaceId: 'ws_benchparse',
+        requestId: `req_${n}`,
+        receivedAt: Date.now(),
+        seq: n,
+        indexedKeys: ['customer.id', 'region'],
+      });
+    }
+  };
+  const jsonParseSome = (count: number) => {
+    for (let k = 0; k < count; k++, n++) JSON.parse(bodies[n % BODIES]!.toString('utf8'));
+  };
+  parseSome(WARM_UP);
+  jsonParseSome(WARM_UP);
+  const perExecution = (some: (count: number) => void) =>
+    median(
+      Array.from({ length: SLICES }, () => (cpuMillis(() => some(SLICE)) * 1000) / (SLICE * executions)),
+    );
+  return {
+    parseMicrosPerExecution: perExecution(parseSome),
+    jsonParseMicrosPerExecution: perExecution(jsonParseSome),
+  };
+}
+
+function runChild(dist: string, plain: boolean): ChildResult {
+  const script = path.join(dist, 'bench', 'parse-stage.js');
+  const r = spawnSync(
+    process.execPath,
+    ['--single-threaded-gc', script, '--child', ...(plain ? ['--plain'] : [])],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (r.status !== 0) throw new Error(`${script} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout) as ChildResult;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      plain: { type: 'boolean', default: false },
+      compare: { type: 'string' },
+      runs: { type: 'string', default: '4' },
+      child: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.child) {
+    process.stdout.write(JSON.stringify(measure(values.plain)));
+    return;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const runs = wholeNumber('runs', values.runs, 1, 100);
+  const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const builds = [here, ...(values.compare ? [path.resolve(values.compare)] : [])];
+  const results = builds.map(() => [] as ChildResult[]);
+  process.stdout.write(
+    `parse stage, ${values.plain ? 'plain executions' : 'the ingest benchmark’s default body'}, 500 executions a body; ` +
+      `CPU µs per execution (median of ${SLICES} slices of ${SLICE} bodies)\n`,
+  );
+  for (let run = 0; run < runs; run++) {
+    builds.forEach((dist, b) => {
+      const r = runChild(dist, values.plain);
+      results[b]!.push(r);
+      process.stdout.write(
+        `  ${b === 0 ? 'this build' : 'compared '}  parse ${fmt(r.parseMicrosPerExecution)}  JSON.parse ${fmt(r.jsonParseMicrosPerExecution)}  ` +
+          `ratio ${fmt(r.parseMicrosPerExecution / r.jsonParseMicrosPerExecution)}\n`,
+      );
+    });
+  }
+  builds.forEach((dist, b) => {
+    const rs = results[b]!;
+    process.stdout.write(
+      `${b === 0 ? 'this build' : `compared (${dist})`}: median parse ${fmt(median(rs.map((r) => r.parseMicrosPerExecution)))} µs, ` +
+        `÷ JSON.parse ${fmt(median(rs.map((r) => r.parseMicrosPerExecution / r.jsonParseMicrosPerExecution)))}\n`,
+    );
+  });
+  if (builds.length === 2) {
+    // Each run's pair ran back to back: their ratio is the comparison least moved by the machine's speed.
+    const ratios = results[0]!.map(
+      (r, i) => r.parseMicrosPerExecution / results[1]![i]!.parseMicrosPerExecution,
+    );
+    process.stdout.write(
+      `this build ÷ compared, per pair: ${ratios.map(fmt).join(', ')} (median ${fmt(median(ratios))})\n`,
+    );
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  main(process.argv.slice(2)).catch((err) => {
+    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

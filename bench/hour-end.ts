@@ -47,7 +47,15 @@ export async function main(argv: string[]): Promise<void> {
     { name: 'this build', compactor: await compactorOf() },
     ...(values.compare ? [{ name: values.compare, compactor: await compactorOf(values.compare) }] : []),
   ];
-  const config = loadConfig({});
+  // The compactor's two settings from the environment, as the service takes them (COMPACTION_MEMORY_MB=256 npm
+  // run bench -- hour-end …); nothing else of it.
+  const config = loadConfig(
+    Object.fromEntries(
+      ['COMPACTION_MEMORY_MB', 'COMPACTION_COMPRESSION'].flatMap((k) =>
+        process.env[k] === undefined ? [] : [[k, process.env[k]]],
+      ),
+    ),
+  );
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-hour-end-'));
   try {
     for (let run = 0; run < runs; run++) {

@@ -21,6 +21,8 @@ const USAGE = `usage: npm run bench -- hour-end --data-dir DIR [--compare DIST] 
   --data-dir DIR   a stopped service's DATA_DIR (never changed: each run works on a copy)
   --compare DIST   alternate with the compactor compiled under DIST
   --runs N         runs per build (2)
+The compactor's memory and codec are the service's defaults, or COMPACTION_MEMORY_MB and COMPACTION_COMPRESSION
+from the environment.
 `;
 
 const fmt = (n: number, digits = 1) =>
@@ -49,13 +51,10 @@ export async function main(argv: string[]): Promise<void> {
   ];
   // The compactor's two settings from the environment, as the service takes them (COMPACTION_MEMORY_MB=256 npm
   // run bench -- hour-end …); nothing else of it.
-  const config = loadConfig(
-    Object.fromEntries(
-      ['COMPACTION_MEMORY_MB', 'COMPACTION_COMPRESSION'].flatMap((k) =>
-        process.env[k] === undefined ? [] : [[k, process.env[k]]],
-      ),
-    ),
-  );
+  const config = loadConfig({
+    COMPACTION_MEMORY_MB: process.env.COMPACTION_MEMORY_MB,
+    COMPACTION_COMPRESSION: process.env.COMPACTION_COMPRESSION,
+  });
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-hour-end-'));
   try {
     for (let run = 0; run < runs; run++) {

@@ -1,20 +1,24 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { Piscina } from 'piscina';
 import { checkBody } from '../api/ingest-envelope.js';
-import parse from '../pipeline/parse-worker.js';
 import { wholeNumber } from './support/options.js';
 import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
+
+type ParseFn = typeof import('../pipeline/parse-worker.js').default;
 
 /**
  * The parse workers' stage alone: the function a parse worker runs on one ingest message (JSON in groups,
  * validation, scrubbing, classification, fingerprints, column chunks), called in one thread on the ingest
- * benchmark's bodies, timed by the thread's CPU, not the clock: on these shared VMs the clock also counts time
- * the machine gave to others, and CPU time moved by a few percent between runs where the clock moved by half.
+ * benchmark's bodies, timed by the process's CPU (its one JavaScript thread, and V8's compiler threads), not the
+ * clock: on these shared VMs the clock also counts time the machine gave to others. CPU time moves with the
+ * machine too (by 2× within minutes on a busy host), so compare builds by pairs run back to back.
  * Beside it, `JSON.parse` of the same bodies in the same process: the ceiling the ingest benchmark reports too.
  * Each run is a child process of its own (`--single-threaded-gc`, as the service runs on two cores), so builds
- * compared with --compare never share a heap; runs alternate between them.
+ * compared with --compare never share a heap; runs alternate between them, and the bodies and their cuts are
+ * this build's for both (only the parse worker's module is loaded from DIST).
  *
  *   npm run bench -- parse [--plain] [--compare DIST] [--runs N]
  */
@@ -47,7 +51,7 @@ function cpuMillis(run: () => void): number {
 }
 
 /** In the child: the median over SLICES slices of CPU per execution, for the stage and for JSON.parse. */
-function measure(plain: boolean): ChildResult {
+function measure(parse: ParseFn, plain: boolean): ChildResult {
   const templates: BodyTemplate[] = [];
   for (let i = 0; i < BODIES; i++) {
     templates.push(
@@ -66,7 +70,7 @@ function measure(plain: boolean): ChildResult {
   const parseSome = (count: number) => {
     for (let k = 0; k < count; k++, n++) {
       const i = n % BODIES;
-      parse({
+      const moved = parse({
         body: bodies[i]!,
         jsonCuts: cuts[i],
         encoding: 'identity',
@@ -79,6 +83,11 @@ function measure(plain: boolean): ChildResult {
         seq: n,
         indexedKeys: ['customer.id', 'region'],
       });
+      // The worker returns its result wrapped for piscina to move: a body it failed would be timed on the
+      // quick path of a rejection.
+      const counts = (moved as unknown as Record<symbol, ReturnType<ParseFn>>)[Piscina.valueSymbol]!.counts;
+      if (counts.rejected > 0 || counts.executions !== executions)
+        throw new Error(`body ${i}: ${counts.executions} executions stored, ${counts.rejected} rejected`);
     }
   };
   const jsonParseSome = (count: number) => {
@@ -97,10 +106,10 @@ function measure(plain: boolean): ChildResult {
 }
 
 function runChild(dist: string, plain: boolean): ChildResult {
-  const script = path.join(dist, 'bench', 'parse-stage.js');
+  const script = fileURLToPath(import.meta.url);
   const r = spawnSync(
     process.execPath,
-    ['--single-threaded-gc', script, '--child', ...(plain ? ['--plain'] : [])],
+    ['--single-threaded-gc', script, '--child', dist, ...(plain ? ['--plain'] : [])],
     {
       encoding: 'utf8',
     },
@@ -116,12 +125,14 @@ export async function main(argv: string[]): Promise<void> {
       plain: { type: 'boolean', default: false },
       compare: { type: 'string' },
       runs: { type: 'string', default: '4' },
-      child: { type: 'boolean', default: false },
+      child: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.child) {
-    process.stdout.write(JSON.stringify(measure(values.plain)));
+    const worker = pathToFileURL(path.join(path.resolve(values.child), 'pipeline', 'parse-worker.js')).href;
+    const parse = ((await import(worker)) as { default: ParseFn }).default;
+    process.stdout.write(JSON.stringify(measure(parse, values.plain)));
     return;
   }
   if (values.help) {
@@ -137,14 +148,17 @@ export async function main(argv: string[]): Promise<void> {
       `CPU µs per execution (median of ${SLICES} slices of ${SLICE} bodies)\n`,
   );
   for (let run = 0; run < runs; run++) {
-    builds.forEach((dist, b) => {
+    // Which goes first alternates too.
+    const order = run % 2 === 0 ? builds.map((_, b) => b) : builds.map((_, b) => b).reverse();
+    for (const b of order) {
+      const dist = builds[b]!;
       const r = runChild(dist, values.plain);
       results[b]!.push(r);
       process.stdout.write(
         `  ${b === 0 ? 'this build' : 'compared '}  parse ${fmt(r.parseMicrosPerExecution)}  JSON.parse ${fmt(r.jsonParseMicrosPerExecution)}  ` +
           `ratio ${fmt(r.parseMicrosPerExecution / r.jsonParseMicrosPerExecution)}\n`,
       );
-    });
+    }
   }
   builds.forEach((dist, b) => {
     const rs = results[b]!;

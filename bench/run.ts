@@ -46,6 +46,8 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   for (const [name, run] of Object.entries(SCENARIOS)) {
     // It ends the hours of data an ingest run kept: there is none to give it here (ingest measures its own).
     if (name === 'hour-end') continue;
+    // A tool for comparing builds' parse stage (--compare), not a figure of the service.
+    if (name === 'parse') continue;
     process.stdout.write(`\n=== ${name} ===\n`);
     await run(
       name === 'query'

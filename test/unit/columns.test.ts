@@ -36,11 +36,13 @@ describe('utf8Column', () => {
 
 describe('chunks: one packed buffer per chunk, columns back as views', () => {
   const defs = DATASETS.logs;
-  const cell = (type: ColumnType, nullable: boolean) => {
+  const cell = (type: ColumnType, nullable: boolean, anyText: boolean) => {
     const value =
       type === 'utf8'
-        ? // ASCII columns are joined and written at once; any other is encoded string by string.
-          fc.oneof(fc.string({ maxLength: 12 }), fc.string({ unit: 'binary', maxLength: 6 }))
+        ? // An ASCII column is joined and written at once; any other is encoded string by string.
+          anyText
+          ? fc.string({ unit: 'binary', maxLength: 6 })
+          : fc.string({ maxLength: 12 })
         : type === 'bool'
           ? fc.boolean()
           : type === 'i32'
@@ -48,11 +50,17 @@ describe('chunks: one packed buffer per chunk, columns back as views', () => {
             : fc.integer({ min: 0, max: 2 ** 40 });
     return nullable ? fc.option(value as fc.Arbitrary<CellValue>, { nil: null }) : value;
   };
-  const row = fc.tuple(...defs.map((d) => cell(d.type, d.nullable)));
+  // Per column, ASCII text or any text (lone surrogates included).
+  const rows = fc.array(fc.boolean(), { minLength: defs.length, maxLength: defs.length }).chain((anyText) =>
+    fc.array(fc.tuple(...defs.map((d, c) => cell(d.type, d.nullable, anyText[c]!))), {
+      minLength: 1,
+      maxLength: 20,
+    }),
+  );
 
   it('gives back every cell of every row, nulls included', () => {
     fc.assert(
-      fc.property(fc.array(row, { minLength: 1, maxLength: 20 }), (rows) => {
+      fc.property(rows, (rows) => {
         const set = new ChunkSet();
         for (const r of rows) set.add('logs', 1_700_000_000_000, r as CellValue[]);
         const [chunk] = set.finish();
@@ -69,6 +77,8 @@ describe('chunks: one packed buffer per chunk, columns back as views', () => {
         const columns = columnsOf(chunk!);
         defs.forEach((_def, c) => {
           const col = columns[c]!;
+          // A validity array exactly when the column has a null.
+          expect(col.valid !== null).toBe(rows.some((r) => r[c] === null));
           rows.forEach((r, i) => {
             const want = r[c] as CellValue;
             if (col.valid && col.valid[i] === 0) {

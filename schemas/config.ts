@@ -113,9 +113,11 @@ export const configSchema = z.object({
   COMPACTION_COMPRESSION: z.enum(['zstd', 'lz4', 'snappy']).default('zstd'),
   /**
    * Memory the compactor's DuckDB may use before it spills to disk (merging a busy hour sorts millions of rows).
-   * 256 was too little for an hour's end over the flush files of 950k plain executions (28 files, each one
-   * uncompressed row group of 60,000 rows): DuckDB failed with out of memory instead of spilling, where 512
-   * finished in 8 s (an hour of 1.67M rows in compressed 2,048-row groups sorts within 256).
+   * An hour's end sorts the whole hour, and that sort failed with out of memory instead of spilling at 256 over the
+   * flush files of 950k plain executions, and at 128 over 1.13M (flush files of 16k-row groups: the sort, not the
+   * files' row groups); at 512 an hour of 11.4M ended (npm run bench -- hour-end). The service's peak RSS follows
+   * it while the running hour is merged: 1,410 MiB at 512, 1,092 at 256, 868 with no merges (90 s of plain
+   * executions).
    */
   COMPACTION_MEMORY_MB: int(512, 128),
   /**

@@ -521,9 +521,14 @@ export class Pipeline {
         minFiles: config.COMPACTION_MIN_FILES,
         graceMs: config.COMPACTION_GRACE_MS,
         codec: config.COMPACTION_COMPRESSION,
+        memory: {
+          full: config.COMPACTION_MEMORY_MB,
+          running: Math.min(config.COMPACTION_RUNNING_MEMORY_MB, config.COMPACTION_MEMORY_MB),
+        },
         sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
       });
-      if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost) log.info(stats, 'compaction pass');
+      if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost || stats.memoryFallbacks)
+        log.info(stats, 'compaction pass');
       return stats;
     } catch (err) {
       this.#o.log.warn({ err }, 'compaction pass failed; the next one retries');

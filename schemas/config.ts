@@ -121,6 +121,12 @@ export const configSchema = z.object({
    */
   COMPACTION_MEMORY_MB: int(512, 128),
   /**
+   * The lower limit the merges of an hour still being written run at (with the sidecars of their files): each takes
+   * as many small files as this sorts without spilling (storage/compaction.ts runningShare), and one that runs out
+   * of memory here runs again at COMPACTION_MEMORY_MB. Capped at COMPACTION_MEMORY_MB.
+   */
+  COMPACTION_RUNNING_MEMORY_MB: int(256, 16),
+  /**
    * Memory the metrics' rollups may take once read (query/minutes-cache.ts): the rows of the hours a dashboard
    * looks at stay in memory as typed arrays. 24 h of 10M executions a day: about 80 MiB for its overviews, endpoints and hourly charts.
    */

@@ -26,6 +26,10 @@ export type Row = Record<string, unknown>;
 
 export class QueryEngineError extends Error {}
 
+/** DuckDB gave up on a statement for want of memory under its limit (it spills what it can before that). */
+export const isOutOfMemory = (err: unknown) =>
+  err instanceof QueryEngineError && err.message.includes('Out of Memory Error');
+
 /** Connections kept open: DuckDB runs one statement per connection at a time. */
 const POOL_SIZE = 4;
 
@@ -158,6 +162,12 @@ export class QueryEngine {
       }
       return out.map((a) => a.slice(0, n));
     });
+  }
+
+  /** The memory this engine's statements may use before they spill to disk (or fail), from the next one on. */
+  async setMemoryLimit(mb: number): Promise<void> {
+    if (!Number.isInteger(mb) || mb < 1) throw new QueryEngineError(`bad memory limit: ${mb}`);
+    await this.all(`SET GLOBAL memory_limit = '${mb}MB'`);
   }
 
   /** Files are immutable once visible, so each one's column names are read once (from its footer). */

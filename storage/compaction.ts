@@ -245,17 +245,20 @@ export interface CompactionStats {
 const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /**
- * Uncompressed bytes of small files that one merge of a running hour takes, per MB of its memory limit. The sort
- * of an executions merge holds its rows in memory and spills past the limit, which costs CPU. Measured on one
+ * Uncompressed bytes of small files that one executions merge of a running hour takes, per MB of its memory limit
+ * (the other datasets' running merges concatenate, without a sort to hold). The sort holds its rows in memory and
+ * spills past the limit, which costs CPU. Sizes come from the footers, after any dictionary encoding: the flush
+ * files have none by default (PARQUET_DICTIONARY), or a share would hold more rows than it says. Measured on one
  * DuckDB thread over the flush files of plain executions (about 390 B per row), sorted into one file: at 256 MB,
  * 676 MB of files (1.76M rows) took 5.4 µs per row with a peak RSS of 379 MiB, while 1.1 GB (2.75M rows) spilled,
  * 7.2 to 9.9 µs per row (at 512 MB: 4.9 µs, 630 MiB).
  */
-const RUNNING_BYTES_PER_MB = 2 * 1024 * 1024;
+export const RUNNING_BYTES_PER_MB = 2 * 1024 * 1024;
 
 /**
- * The small files one merge of a running hour takes: the oldest first (names sort by writer and sequence), until
- * their uncompressed size (from the footers) would pass what `limitMb` sorts without spilling; two at least.
+ * The small files one executions merge of a running hour takes: by name (each writer's in the order it committed
+ * them), until their uncompressed size (from the footers) would pass what `limitMb` sorts without spilling; two at
+ * least, whatever their size.
  */
 async function runningShare(
   engine: QueryEngine,
@@ -302,13 +305,15 @@ async function atRunningMemory<T>(
     await engine.setMemoryLimit(memory.full);
     return await work();
   } finally {
-    await engine.setMemoryLimit(memory.full);
+    // A failure here (a closed engine) must not hide the statement's own; each pass sets the full limit first.
+    await engine.setMemoryLimit(memory.full).catch(() => undefined);
   }
 }
 
 /**
  * Compacts one partition directory when it needs it; deletes replaced files past their grace period. `more`: a
- * running hour's merge left enough small files for another (runCompaction goes on with the partition).
+ * running hour's merge left enough small files for another (`left` of them; runCompaction goes on with the
+ * partition).
  */
 export async function compactPartition(
   engine: QueryEngine,
@@ -316,7 +321,7 @@ export async function compactPartition(
   dataset: DatasetName,
   hourStart: number,
   opts: CompactionOptions,
-): Promise<{ compacted: number; deleted: number; more: boolean; memoryFallbacks: number }> {
+): Promise<{ compacted: number; deleted: number; more: boolean; left: number; memoryFallbacks: number }> {
   const now = opts.now ?? Date.now();
   const manifest = (await readManifest(dir)) ?? emptyManifest();
   const names = await fs.readdir(dir);
@@ -326,17 +331,18 @@ export async function compactPartition(
   // once it has ended, everything is merged into one file, which is when executions are deduplicated. A lone
   // file from a running merge is merged again too: it is neither deduplicated nor (logs…) sorted.
   const hourEnded = now >= hourStart + HOUR_MS;
-  // A running hour's merge takes what its memory limit sorts without spilling; the rest wait for the next one.
+  // A running hour's executions merge takes what its memory limit sorts without spilling; the rest wait.
   const inputs = hourEnded
     ? visible.length > 1 || small.length > 0 || visible.some((n) => n.startsWith(RUNNING_PREFIX))
       ? visible
       : []
     : small.length < opts.minFiles
       ? []
-      : opts.memory
+      : opts.memory && dataset === 'executions'
         ? await runningShare(engine, dir, small, opts.memory.running)
         : small;
-  const more = !hourEnded && small.length - inputs.length >= opts.minFiles;
+  const left = hourEnded ? 0 : small.length - inputs.length;
+  const more = left >= opts.minFiles;
   // What the running hour's merges run (and their sidecars): at the running limit.
   let memoryFallbacks = 0;
   const limited = <T>(work: () => Promise<T>) =>
@@ -450,7 +456,7 @@ export async function compactPartition(
   }
   // Reported once the replaced files are gone: a sidecar that keeps failing must not hold back their deletion.
   if (sidecarError !== undefined) throw sidecarError;
-  return { compacted, deleted: expired.length, more, memoryFallbacks };
+  return { compacted, deleted: expired.length, more, left, memoryFallbacks };
 }
 
 /**
@@ -634,13 +640,17 @@ export async function runCompaction(
   opts: CompactionOptions,
 ): Promise<CompactionStats> {
   const stats: CompactionStats = { partitions: 0, filesIn: 0, deleted: 0 };
+  // Whatever an earlier pass left it at (atRunningMemory restores it, but may have failed to).
+  if (opts.memory) await engine.setMemoryLimit(opts.memory.full);
   let failure: unknown;
   for (const dataset of DATASET_NAMES) {
     for (const { dir: modeDir } of await modeDirs(dataDir, dataset)) {
       for (const date of await datePartitions(modeDir)) {
         for (const hour of await hourPartitions(date)) {
-          // A running hour whose small files are more than one merge takes is merged again at once.
-          for (let more = true, counted = false; more; ) {
+          // A running hour whose small files are more than one merge takes is merged again at once, up to the files
+          // it had when the pass came to it: those written meanwhile wait for the next pass, so a partition that
+          // keeps filling cannot hold the others back.
+          for (let more = true, counted = false, budget = Number.POSITIVE_INFINITY; more; ) {
             if (opts.stillHolds && !(await opts.stillHolds())) {
               if (failure !== undefined) throw failure;
               return { ...stats, leaseLost: true };
@@ -661,7 +671,9 @@ export async function runCompaction(
             stats.deleted += r.deleted;
             if (r.memoryFallbacks > 0)
               stats.memoryFallbacks = (stats.memoryFallbacks ?? 0) + r.memoryFallbacks;
-            more = r.more && r.compacted > 0;
+            if (budget === Number.POSITIVE_INFINITY) budget = r.compacted + r.left;
+            budget -= r.compacted;
+            more = r.more && r.compacted > 0 && budget >= opts.minFiles;
           }
         }
       }

@@ -164,7 +164,10 @@ export class QueryEngine {
     });
   }
 
-  /** The memory this engine's statements may use before they spill to disk (or fail), from the next one on. */
+  /**
+   * The memory this engine's statements may use before they spill to disk (or fail). Instance-wide and at once,
+   * for statements running on any of its connections: only for an engine with one user at a time (the compactor's).
+   */
   async setMemoryLimit(mb: number): Promise<void> {
     if (!Number.isInteger(mb) || mb < 1) throw new QueryEngineError(`bad memory limit: ${mb}`);
     await this.all(`SET GLOBAL memory_limit = '${mb}MB'`);

@@ -136,8 +136,8 @@ export class ServiceProcess {
     env.PORT = String(opts.port);
     env.HOST = '127.0.0.1';
     env.DATA_DIR = opts.dataDir;
-    // Quiet unless the run asks for a level (`--env LOG_LEVEL=info` shows the compactor's passes, say).
-    env.LOG_LEVEL = opts.env?.LOG_LEVEL ?? opts.logLevel ?? 'warn';
+    // Quiet unless asked: the caller's level first, then the run's `--env LOG_LEVEL=info` (the compactor's passes).
+    env.LOG_LEVEL = opts.logLevel ?? opts.env?.LOG_LEVEL ?? 'warn';
     // As `npm start` does: with the node flags the configuration asks for (V8's, which only a command line sets).
     const child = spawn(process.execPath, [...nodeFlags(env), ...(opts.nodeArgs ?? []), opts.mainJs], {
       env,

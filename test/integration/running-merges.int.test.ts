@@ -2,83 +2,170 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactPartition, runCompaction } from '../../storage/compaction.js';
+import { compactPartition, RUNNING_BYTES_PER_MB, runCompaction } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
-import { MANIFEST, RUNNING_PREFIX } from '../../storage/manifest.js';
+import { COMPACTED_PREFIX, MANIFEST, RUNNING_PREFIX } from '../../storage/manifest.js';
 
 const HOUR = 3_600_000;
 const WS = 'ws_running';
 const FULL_MB = 512;
-let dataDir: string;
+const made: string[] = [];
 let engine: QueryEngine;
-
-beforeAll(async () => {
-  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-running-'));
-  engine = await QueryEngine.open(dataDir, 1, FULL_MB);
-});
-afterAll(async () => {
-  engine?.close();
-  await fs.rm(dataDir, { recursive: true, force: true });
-});
+let fullLimit: string;
 
 const memoryLimit = async () =>
   (await engine.all("SELECT current_setting('memory_limit') AS m"))[0]!.m as string;
 
+beforeAll(async () => {
+  const own = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-running-engine-'));
+  made.push(own);
+  engine = await QueryEngine.open(own, 1, FULL_MB);
+  fullLimit = await memoryLimit();
+});
+afterAll(async () => {
+  engine?.close();
+  for (const d of made) await fs.rm(d, { recursive: true, force: true });
+});
+
+/** A data directory of the test's own: runCompaction walks all of it. */
+async function dataDirOf(): Promise<string> {
+  const d = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-running-'));
+  made.push(d);
+  return d;
+}
+
+const hour = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
+
 /**
- * A flush-like executions file: `rows` executions of five services in reverse start order, each with a 288-byte
- * context (about 1.4 MB uncompressed per 4,000 rows), ids `<tag>-<i>`.
+ * Flush-like executions files in the partition of `hour`: `rows` executions each, of five services in reverse start
+ * order, with a 288-byte context (about 410 B per row uncompressed), ids `<tag><file>-<i>`.
  */
-async function flushFile(dir: string, name: string, hour: number, rows: number, tag: string) {
+async function flushFiles(dataDir: string, files: number, rows: number, tag: string): Promise<string> {
+  const dir = partitionDir(dataDir, 'executions', WS, 'test', hour);
   await fs.mkdir(dir, { recursive: true });
-  await engine.all(
-    `COPY (SELECT $tag || '-' || i AS execution_id, 'svc-' || (i % 5) AS service, 'production' AS environment,
-       '/orders/' || (i % 7) AS endpoint, 'GET' AS method, epoch_ms($hour::BIGINT + 3_000_000 - i) AS started_at,
-       (i % 500)::DOUBLE AS duration_ms, 200 AS status_code, 'success' AS outcome, repeat(md5($tag || i), 9) AS context,
-       epoch_ms($hour::BIGINT + 3_000_000) AS received_at, i::BIGINT AS ingest_seq
-     FROM range($rows) t(i)) TO '${path.join(dir, name)}' (FORMAT parquet, COMPRESSION uncompressed)`,
-    { tag, hour, rows },
+  for (let f = 0; f < files; f++) {
+    await engine.all(
+      `COPY (SELECT $tag || '-' || i AS execution_id, 'svc-' || (i % 5) AS service, 'production' AS environment,
+         '/orders/' || (i % 7) AS endpoint, 'GET' AS method, epoch_ms($hour::BIGINT + 3_000_000 - i) AS started_at,
+         (i % 500)::DOUBLE AS duration_ms, 200 AS status_code, 'success' AS outcome,
+         repeat(md5($tag || i), 9) AS context, epoch_ms($hour::BIGINT + 3_000_000) AS received_at, i::BIGINT AS ingest_seq
+       FROM range($rows) t(i)) TO '${path.join(dir, `wA-${String(f).padStart(10, '0')}.parquet`)}'
+       (FORMAT parquet, COMPRESSION uncompressed)`,
+      { tag: `${tag}${f}`, hour, rows },
+    );
+  }
+  return dir;
+}
+
+const visible = (dataDir: string) => listPartitionFiles(dataDir, 'executions', WS, 'test', hour, hour + HOUR);
+
+/** The rows of `file`, and how many follow a row of a later (service, start). */
+async function order(file: string) {
+  return (
+    await engine.all(
+      `SELECT count(*)::DOUBLE AS n, count(*) FILTER (WHERE prev IS NOT NULL AND prev > key)::DOUBLE AS unsorted
+       FROM (SELECT (service, started_at) AS key, lag((service, started_at)) OVER (ORDER BY file_row_number) AS prev
+             FROM read_parquet($file, file_row_number = true))`,
+      { file },
+    )
+  )[0];
+}
+
+/** A running limit whose share is three of `dir`'s files (each over 4.2 MB, so the MB steps cannot make it four). */
+async function limitForThree(dir: string): Promise<number> {
+  const [size] = await engine.all(
+    `SELECT max(bytes)::DOUBLE AS b FROM (SELECT file_name, sum(total_uncompressed_size) AS bytes
+       FROM parquet_metadata($files) GROUP BY file_name)`,
+    { files: (await fs.readdir(dir)).map((n) => path.join(dir, n)) },
   );
+  const file = Number(size!.b);
+  const mb = Math.ceil((3.5 * file) / RUNNING_BYTES_PER_MB);
+  expect(mb * RUNNING_BYTES_PER_MB).toBeGreaterThanOrEqual(3 * file);
+  expect(mb * RUNNING_BYTES_PER_MB).toBeLessThan(4 * file);
+  return mb;
 }
 
 describe('merges of the hour being written', () => {
-  it('each takes what its memory limit sorts, the rest are merged at once in the same pass, sorted, nothing lost', async () => {
-    const hour = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
-    const dir = partitionDir(dataDir, 'executions', WS, 'test', hour);
-    for (let f = 0; f < 6; f++) await flushFile(dir, `wA-000000000${f}.parquet`, hour, 4000, `f${f}`);
-    const before = await memoryLimit();
+  it('each takes what its limit sorts, the pass merges again the files it found, and the hour’s end is not limited', async () => {
+    const dataDir = await dataDirOf();
+    const dir = await flushFiles(dataDir, 6, 12_000, 'a');
+    const running = await limitForThree(dir);
+    let asked = 0;
+    const stats = await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 60_000,
+      now: hour + 60_000,
+      memory: { full: FULL_MB, running },
+      stillHolds: async () => ++asked > 0,
+    });
+    expect(stats).toMatchObject({ partitions: 1, filesIn: 6 });
+    // The lease was asked before each of the two merges.
+    expect(asked).toBe(2);
+    expect(await memoryLimit()).toBe(fullLimit);
+    const files = await visible(dataDir);
+    expect(files.map((f) => path.basename(f).startsWith(RUNNING_PREFIX))).toEqual([true, true]);
+    for (const f of files) expect(await order(f)).toEqual({ n: 36_000, unsorted: 0 });
+    const [all] = await engine.all(
+      'SELECT count(*)::DOUBLE AS n, count(DISTINCT execution_id)::DOUBLE AS ids FROM read_parquet($files)',
+      { files },
+    );
+    expect(all).toEqual({ n: 72_000, ids: 72_000 });
 
-    // 1 MB: a share of 2 MiB of files (two of these), and every merge and sidecar runs out of memory at that
-    // limit, so each is run again at the full one.
+    // The hour's end merges at the full limit, whatever the running one: 1 MB would run out of memory.
+    const end = await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 60_000,
+      now: hour + HOUR + 60_000,
+      memory: { full: FULL_MB, running: 1 },
+    });
+    expect(end).toMatchObject({ partitions: 1, filesIn: 2 });
+    expect(end.memoryFallbacks).toBeUndefined();
+    const ended = await visible(dataDir);
+    expect(ended).toHaveLength(1);
+    expect(path.basename(ended[0]!).startsWith(COMPACTED_PREFIX)).toBe(true);
+    expect(path.basename(ended[0]!).startsWith(RUNNING_PREFIX)).toBe(false);
+    const [kept] = await engine.all('SELECT count(*)::DOUBLE AS n FROM read_parquet($files)', {
+      files: ended,
+    });
+    expect(kept).toEqual({ n: 72_000 });
+  });
+
+  it('a lease lost between two merges ends the pass after the first', async () => {
+    const dataDir = await dataDirOf();
+    const dir = await flushFiles(dataDir, 6, 12_000, 'b');
+    const running = await limitForThree(dir);
+    let asked = 0;
+    const stats = await runCompaction(engine, dataDir, {
+      minFiles: 2,
+      graceMs: 60_000,
+      now: hour + 60_000,
+      memory: { full: FULL_MB, running },
+      stillHolds: async () => ++asked === 1,
+    });
+    expect(stats).toMatchObject({ partitions: 1, filesIn: 3, leaseLost: true });
+    const names = (await visible(dataDir)).map((f) => path.basename(f));
+    expect(names.filter((n) => n.startsWith(RUNNING_PREFIX))).toHaveLength(1);
+    expect(names.filter((n) => !n.startsWith(COMPACTED_PREFIX))).toHaveLength(3);
+  });
+
+  it('a statement out of memory at the running limit runs again at the full one; the limit is the full one after', async () => {
+    const dataDir = await dataDirOf();
+    const dir = await flushFiles(dataDir, 4, 4000, 'c');
+    // 1 MB: a share of two files, and every merge and sidecar runs out of memory at that limit.
     const stats = await runCompaction(engine, dataDir, {
       minFiles: 2,
       graceMs: 60_000,
       now: hour + 60_000,
       memory: { full: FULL_MB, running: 1 },
     });
-    // Three merges, each with two sidecars: nine statements run again.
-    expect(stats).toMatchObject({ partitions: 1, filesIn: 6, memoryFallbacks: 9 });
-    expect(await memoryLimit()).toBe(before);
-
-    const files = await listPartitionFiles(dataDir, 'executions', WS, 'test', hour, hour + HOUR);
-    expect(files).toHaveLength(3);
-    for (const f of files) expect(path.basename(f).startsWith(RUNNING_PREFIX)).toBe(true);
-    const [all] = await engine.all(
-      'SELECT count(*)::DOUBLE AS n, count(DISTINCT execution_id)::DOUBLE AS ids FROM read_parquet($files)',
-      { files },
-    );
-    expect(all).toEqual({ n: 24_000, ids: 24_000 });
-    for (const file of files) {
-      // Two flush files each, in service and start order.
-      const [order] = await engine.all(
-        `SELECT count(*)::DOUBLE AS n, count(*) FILTER (WHERE prev IS NOT NULL AND prev > key)::DOUBLE AS unsorted
-         FROM (SELECT (service, started_at) AS key, lag((service, started_at)) OVER (ORDER BY file_row_number) AS prev
-               FROM read_parquet($file, file_row_number = true))`,
-        { file },
-      );
-      expect(order).toEqual({ n: 8000, unsorted: 0 });
-    }
-    // Their sidecars were made too (at the full limit, after running out at the lower one).
+    expect(stats).toMatchObject({ partitions: 1, filesIn: 4 });
+    expect(stats.memoryFallbacks).toBeGreaterThanOrEqual(2);
+    expect(await memoryLimit()).toBe(fullLimit);
+    const files = await visible(dataDir);
+    expect(files.map((f) => path.basename(f).startsWith(RUNNING_PREFIX))).toEqual([true, true]);
+    for (const f of files) expect(await order(f)).toEqual({ n: 8000, unsorted: 0 });
+    // Their sidecars were made too.
     const manifest = JSON.parse(await fs.readFile(path.join(dir, MANIFEST), 'utf8'));
     for (const f of files) {
       expect(manifest.rollups?.[path.basename(f)]).toBeDefined();
@@ -86,10 +173,9 @@ describe('merges of the hour being written', () => {
     }
   });
 
-  it('runs at the lower limit: with nothing higher to fall back to, the merge fails and leaves the files as they were', async () => {
-    const hour = Math.floor(Date.now() / HOUR) * HOUR - 7 * HOUR;
-    const dir = partitionDir(dataDir, 'executions', WS, 'test', hour);
-    for (let f = 0; f < 2; f++) await flushFile(dir, `wA-000000000${f}.parquet`, hour, 4000, `g${f}`);
+  it('a merge out of memory at the full limit too fails and leaves the files as they were; one that fits goes through', async () => {
+    const dataDir = await dataDirOf();
+    const dir = await flushFiles(dataDir, 2, 4000, 'd');
     const names = async () => (await fs.readdir(dir)).sort();
     const written = await names();
     try {
@@ -105,14 +191,16 @@ describe('merges of the hour being written', () => {
       await engine.setMemoryLimit(FULL_MB);
     }
     expect(await names()).toEqual(written);
-    // At the full limit the same merge goes through.
-    await compactPartition(engine, dir, 'executions', hour, {
+    // At a running limit it fits in, nothing runs again, and the engine is back at the full limit after.
+    const r = await compactPartition(engine, dir, 'executions', hour, {
       minFiles: 2,
       graceMs: 60_000,
       now: hour + 60_000,
-      memory: { full: FULL_MB, running: FULL_MB },
+      memory: { full: FULL_MB, running: 256 },
     });
-    const files = await listPartitionFiles(dataDir, 'executions', WS, 'test', hour, hour + HOUR);
+    expect(r).toMatchObject({ compacted: 2, memoryFallbacks: 0 });
+    expect(await memoryLimit()).toBe(fullLimit);
+    const files = await visible(dataDir);
     expect(files.map((f) => path.basename(f).startsWith(RUNNING_PREFIX))).toEqual([true]);
   });
 });

@@ -519,8 +519,11 @@ async function removeById(dataPath: string): Promise<void> {
  * copy named after `outPath`, then the copy's scanned columns (SCAN_ONLY_COLUMNS) sorted by service and time into
  * `tmpPath`, the hour's file. The deduplication and the copy want the same order, so the rows are sorted twice,
  * the second time narrow, where merging whole and copying took three sorts of whole rows: at 166k executions of
- * the query benchmark, 2–3 s of one DuckDB thread against 3.2–4.1. Answers the copy's parts, or null with nothing
- * left behind when the split cannot be made (no rows, a failed write): the caller then merges the hour whole.
+ * the query benchmark, 2–3 s of one DuckDB thread against 3.2–4.1. When no id is there twice the copy holds the
+ * files' rows, and the scanned columns are read from the files instead: the copy's small row groups of every column
+ * are slow to scan (1.76M plain executions in two running files: 3.7–4.7 s against 8.4). Answers the copy's parts,
+ * or null with nothing left behind when the split cannot be made (no rows, a failed write, an hour's file whose rows
+ * are not the copy's): the caller then merges the hour whole.
  */
 async function writeSplitOrNone(
   engine: QueryEngine,
@@ -531,14 +534,18 @@ async function writeSplitOrNone(
 ): Promise<ByIdPart[] | null> {
   try {
     const [duplicates] = await engine.all(DUPLICATE_IDS, { files });
-    const byId = Number(duplicates?.n) === 0 ? SPLIT_BY_ID_UNIQUE : SPLIT_BY_ID;
-    const parts = await writeById(engine, byId, { files }, outPath, codec);
+    const unique = Number(duplicates?.n) === 0;
+    const parts = await writeById(engine, unique ? SPLIT_BY_ID_UNIQUE : SPLIT_BY_ID, { files }, outPath, codec);
     const withRows = parts.filter((p) => p.rows > 0).map((p) => path.join(path.dirname(outPath), p.name));
     if (withRows.length === 0) throw new Error('no rows to split');
+    // Both bound: the statement names the one it reads.
+    const from = unique
+      ? 'read_parquet($files, union_by_name = true, hive_partitioning = false)'
+      : 'read_parquet($parts, hive_partitioning = false)';
     await engine.all(
-      `COPY (SELECT ${SCAN_ONLY_COLUMNS} FROM read_parquet($parts, hive_partitioning = false) ORDER BY service, started_at)
+      `COPY (SELECT ${SCAN_ONLY_COLUMNS} FROM ${from} ORDER BY service, started_at)
        TO ${quoteLiteral(tmpPath)} (${parquetCopyOptions(codec, EXECUTIONS_ROW_GROUP)})`,
-      { parts: withRows },
+      { files, parts: withRows },
     );
     const [written] = await engine.all(
       'SELECT sum(row_group_num_rows)::DOUBLE AS n FROM (SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata($file))',

@@ -2,7 +2,12 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactPartition, RUNNING_BYTES_PER_MB, runCompaction } from '../../storage/compaction.js';
+import {
+  type CompactionOptions,
+  compactPartition,
+  RUNNING_BYTES_PER_MB,
+  runCompaction,
+} from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
 import { COMPACTED_PREFIX, MANIFEST, RUNNING_PREFIX } from '../../storage/manifest.js';
@@ -86,19 +91,22 @@ async function limitForThree(dir: string): Promise<number> {
   return mb;
 }
 
+/** A compactor pass over `dataDir` while `hour` is written (`now` later: after it ended). */
+const pass = (dataDir: string, memory: CompactionOptions['memory'], more: Partial<CompactionOptions> = {}) =>
+  runCompaction(engine, dataDir, { minFiles: 2, graceMs: 60_000, now: hour + 60_000, memory, ...more });
+
+/** Six files of 12,000 executions in a data directory of their own, and a running limit whose share is three. */
+async function sixFiles(tag: string) {
+  const dataDir = await dataDirOf();
+  const dir = await flushFiles(dataDir, 6, 12_000, tag);
+  return { dataDir, running: await limitForThree(dir) };
+}
+
 describe('merges of the hour being written', () => {
   it('each takes what its limit sorts, the pass merges again the files it found, and the hour’s end is not limited', async () => {
-    const dataDir = await dataDirOf();
-    const dir = await flushFiles(dataDir, 6, 12_000, 'a');
-    const running = await limitForThree(dir);
+    const { dataDir, running } = await sixFiles('a');
     let asked = 0;
-    const stats = await runCompaction(engine, dataDir, {
-      minFiles: 2,
-      graceMs: 60_000,
-      now: hour + 60_000,
-      memory: { full: FULL_MB, running },
-      stillHolds: async () => ++asked > 0,
-    });
+    const stats = await pass(dataDir, { full: FULL_MB, running }, { stillHolds: async () => ++asked > 0 });
     expect(stats).toMatchObject({ partitions: 1, filesIn: 6 });
     // The lease was asked before each of the two merges.
     expect(asked).toBe(2);
@@ -113,12 +121,7 @@ describe('merges of the hour being written', () => {
     expect(all).toEqual({ n: 72_000, ids: 72_000 });
 
     // The hour's end merges at the full limit, whatever the running one: 1 MB would run out of memory.
-    const end = await runCompaction(engine, dataDir, {
-      minFiles: 2,
-      graceMs: 60_000,
-      now: hour + HOUR + 60_000,
-      memory: { full: FULL_MB, running: 1 },
-    });
+    const end = await pass(dataDir, { full: FULL_MB, running: 1 }, { now: hour + HOUR + 60_000 });
     expect(end).toMatchObject({ partitions: 1, filesIn: 2 });
     expect(end.memoryFallbacks).toBeUndefined();
     const ended = await visible(dataDir);
@@ -132,17 +135,9 @@ describe('merges of the hour being written', () => {
   });
 
   it('a lease lost between two merges ends the pass after the first', async () => {
-    const dataDir = await dataDirOf();
-    const dir = await flushFiles(dataDir, 6, 12_000, 'b');
-    const running = await limitForThree(dir);
+    const { dataDir, running } = await sixFiles('b');
     let asked = 0;
-    const stats = await runCompaction(engine, dataDir, {
-      minFiles: 2,
-      graceMs: 60_000,
-      now: hour + 60_000,
-      memory: { full: FULL_MB, running },
-      stillHolds: async () => ++asked === 1,
-    });
+    const stats = await pass(dataDir, { full: FULL_MB, running }, { stillHolds: async () => ++asked === 1 });
     expect(stats).toMatchObject({ partitions: 1, filesIn: 3, leaseLost: true });
     const names = (await visible(dataDir)).map((f) => path.basename(f));
     expect(names.filter((n) => n.startsWith(RUNNING_PREFIX))).toHaveLength(1);
@@ -153,12 +148,7 @@ describe('merges of the hour being written', () => {
     const dataDir = await dataDirOf();
     const dir = await flushFiles(dataDir, 4, 4000, 'c');
     // 1 MB: a share of two files, and every merge and sidecar runs out of memory at that limit.
-    const stats = await runCompaction(engine, dataDir, {
-      minFiles: 2,
-      graceMs: 60_000,
-      now: hour + 60_000,
-      memory: { full: FULL_MB, running: 1 },
-    });
+    const stats = await pass(dataDir, { full: FULL_MB, running: 1 });
     expect(stats).toMatchObject({ partitions: 1, filesIn: 4 });
     expect(stats.memoryFallbacks).toBeGreaterThanOrEqual(2);
     expect(await memoryLimit()).toBe(fullLimit);

@@ -216,8 +216,8 @@ export interface CompactionOptions {
   /** The sidecars merged executions files get (default: all of storage/sidecars.ts). */
   sidecars?: readonly SidecarField[];
   /**
-   * The engine's memory limit (it is opened with `full`) and the running hour's (runningMerge): absent, every
-   * merge runs at the engine's own limit and takes all the small files there are.
+   * The engine's memory limit (it is opened with `full`) and the running hour's (runningShare, atRunningMemory):
+   * absent, every merge runs at the engine's own limit and takes all the small files there are.
    */
   memory?: CompactionMemory;
   now?: number;

@@ -44,9 +44,16 @@ const hour = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
 
 /**
  * Flush-like executions files in the partition of `hour`: `rows` executions each, of five services in reverse start
- * order, with a 288-byte context (about 410 B per row uncompressed), ids `<tag><file>-<i>`.
+ * order, with a 288-byte context (about 410 B per row uncompressed), ids `<tag><file>-<i>`; `writer` names them,
+ * `extra` adds columns (typed context columns, say).
  */
-async function flushFiles(dataDir: string, files: number, rows: number, tag: string): Promise<string> {
+async function flushFiles(
+  dataDir: string,
+  files: number,
+  rows: number,
+  tag: string,
+  { writer = 'wA', extra = '' } = {},
+): Promise<string> {
   const dir = partitionDir(dataDir, 'executions', WS, 'test', hour);
   await fs.mkdir(dir, { recursive: true });
   for (let f = 0; f < files; f++) {
@@ -55,7 +62,8 @@ async function flushFiles(dataDir: string, files: number, rows: number, tag: str
          '/orders/' || (i % 7) AS endpoint, 'GET' AS method, epoch_ms($hour::BIGINT + 3_000_000 - i) AS started_at,
          (i % 500)::DOUBLE AS duration_ms, 200 AS status_code, 'success' AS outcome,
          repeat(md5($tag || i), 9) AS context, epoch_ms($hour::BIGINT + 3_000_000) AS received_at, i::BIGINT AS ingest_seq
-       FROM range($rows) t(i)) TO '${path.join(dir, `wA-${String(f).padStart(10, '0')}.parquet`)}'
+         ${extra}
+       FROM range($rows) t(i)) TO '${path.join(dir, `${writer}-${String(f).padStart(10, '0')}.parquet`)}'
        (FORMAT parquet, COMPRESSION uncompressed)`,
       { tag: `${tag}${f}`, hour, rows },
     );
@@ -192,5 +200,50 @@ describe('merges of the hour being written', () => {
     expect(await memoryLimit()).toBe(fullLimit);
     const files = await visible(dataDir);
     expect(files.map((f) => path.basename(f).startsWith(RUNNING_PREFIX))).toEqual([true]);
+  });
+
+  it('an hour’s end splits: its file is the by-id copy’s rows in the scanned columns, ids unique or one resent, late rows too', async () => {
+    for (const resent of [false, true]) {
+      const dataDir = await dataDirOf();
+      const dir = await flushFiles(dataDir, 2, 3000, 'a', { extra: `, 'gold' AS "ctx_s:customer.tier"` });
+      await flushFiles(dataDir, 2, 3000, 'b', { writer: 'wB', extra: ', (i % 9)::DOUBLE AS "ctx_n:score"' });
+      await pass(dataDir, { full: FULL_MB, running: 256 });
+      // After the running merge, one more file; resent, its one execution is the first file's first (id a0-0).
+      await flushFiles(dataDir, 1, 1, resent ? 'a' : 'c', { writer: 'wC' });
+      const ended = async (expected: number) => {
+        await pass(dataDir, { full: FULL_MB, running: 256 }, { now: hour + HOUR + 60_000 });
+        const manifest = JSON.parse(await fs.readFile(path.join(dir, MANIFEST), 'utf8'));
+        expect(manifest.live).toHaveLength(1);
+        const live = manifest.live[0] as string;
+        // Split, not merged whole: the file keeps the scanned columns, its by-id copy every row.
+        expect(manifest.scanOnly).toEqual([live]);
+        const parts = (manifest.byId[live] as { name: string }[]).map((p) => path.join(dir, p.name));
+        const columns = (file: string[]) =>
+          engine.all(
+            'SELECT column_name AS name, column_type AS type FROM (DESCRIBE SELECT * FROM read_parquet($file))',
+            { file },
+          );
+        const own = await columns([path.join(dir, live)]);
+        const copy = new Map((await columns(parts)).map((c) => [c.name, c.type]));
+        for (const c of own) expect([c.name, copy.get(c.name as string)]).toEqual([c.name, c.type]);
+        expect(own.map((c) => c.name)).toEqual(
+          expect.arrayContaining(['ctx_s:customer.tier', 'ctx_n:score']),
+        );
+        const list = own.map((c) => `"${c.name}"`).join(', ');
+        const [diff] = await engine.all(
+          `SELECT (SELECT count(*) FROM (SELECT ${list} FROM read_parquet($file) EXCEPT ALL
+                     SELECT ${list} FROM read_parquet($parts)))::DOUBLE AS extra,
+                  (SELECT count(*) FROM (SELECT ${list} FROM read_parquet($parts) EXCEPT ALL
+                     SELECT ${list} FROM read_parquet($file)))::DOUBLE AS missing,
+                  (SELECT count(*) FROM read_parquet($file))::DOUBLE AS n`,
+          { file: path.join(dir, live), parts },
+        );
+        expect(diff).toEqual({ extra: 0, missing: 0, n: expected });
+      };
+      await ended(resent ? 12_000 : 12_001);
+      // Late rows with a column of their own: the hour is merged again, its earlier file read through its copy.
+      await flushFiles(dataDir, 1, 10, 'd', { writer: 'wD', extra: ', true AS "ctx_b:flag"' });
+      await ended(resent ? 12_010 : 12_011);
+    }
   });
 });

@@ -535,7 +535,13 @@ async function writeSplitOrNone(
   try {
     const [duplicates] = await engine.all(DUPLICATE_IDS, { files });
     const unique = Number(duplicates?.n) === 0;
-    const parts = await writeById(engine, unique ? SPLIT_BY_ID_UNIQUE : SPLIT_BY_ID, { files }, outPath, codec);
+    const parts = await writeById(
+      engine,
+      unique ? SPLIT_BY_ID_UNIQUE : SPLIT_BY_ID,
+      { files },
+      outPath,
+      codec,
+    );
     const withRows = parts.filter((p) => p.rows > 0).map((p) => path.join(path.dirname(outPath), p.name));
     if (withRows.length === 0) throw new Error('no rows to split');
     // Both bound: the statement names the one it reads.

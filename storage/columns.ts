@@ -188,6 +188,9 @@ function pack(columns: readonly ColumnCells[]): { buffer: ArrayBuffer; layout: I
     layout[slot * 2 + 1] = bytes;
     size += padded(bytes);
   };
+  // Where a slot's array starts (-1: none) and its bytes, as columnsOf reads them.
+  const at = (slot: number) => layout[slot * 2]!;
+  const bytesOf = (slot: number) => layout[slot * 2 + 1]!;
   columns.forEach((c, k) => {
     const n = c.values.length;
     if (c.type === 'utf8') {
@@ -205,41 +208,38 @@ function pack(columns: readonly ColumnCells[]): { buffer: ArrayBuffer; layout: I
   // An ArrayBuffer of its own (not Node's shared pool), to be transferred: the layout's positions are in it.
   const bytes = Buffer.allocUnsafeSlow(size);
   const buffer = bytes.buffer as ArrayBuffer;
-  for (let slot = 0; slot * 2 < layout.length; slot++) {
-    const at = layout[slot * 2]!;
-    if (at >= 0) bytes.fill(0, at + layout[slot * 2 + 1]!, at + padded(layout[slot * 2 + 1]!));
-  }
+  for (let slot = 0; slot * 2 < layout.length; slot++)
+    if (at(slot) >= 0) bytes.fill(0, at(slot) + bytesOf(slot), at(slot) + padded(bytesOf(slot)));
   columns.forEach((c, k) => {
     const values = c.values;
     const n = values.length;
-    const at = layout[k * 6]!;
+    const main = at(k * 3);
     switch (c.type) {
       case 'utf8':
         writeUtf8(
           strings[k]!,
           values,
-          new Int32Array(buffer, at, n + 1),
-          Buffer.from(buffer, layout[k * 6 + 2]!, layout[k * 6 + 3]!),
+          new Int32Array(buffer, main, n + 1),
+          Buffer.from(buffer, at(k * 3 + 1), bytesOf(k * 3 + 1)),
         );
         break;
       case 'i32': {
-        const out = new Int32Array(buffer, at, n);
+        const out = new Int32Array(buffer, main, n);
         for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
         break;
       }
       case 'bool': {
-        const out = new Uint8Array(buffer, at, n);
+        const out = new Uint8Array(buffer, main, n);
         for (let i = 0; i < n; i++) out[i] = values[i] ? 1 : 0;
         break;
       }
       default: {
-        const out = new Float64Array(buffer, at, n);
+        const out = new Float64Array(buffer, main, n);
         for (let i = 0; i < n; i++) out[i] = (values[i] as number | null) ?? 0;
       }
     }
-    const validAt = layout[k * 6 + 4]!;
-    if (validAt >= 0) {
-      const valid = new Uint8Array(buffer, validAt, n);
+    if (at(k * 3 + 2) >= 0) {
+      const valid = new Uint8Array(buffer, at(k * 3 + 2), n);
       for (let i = 0; i < n; i++) valid[i] = values[i] === null ? 0 : 1;
     }
   });

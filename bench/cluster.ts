@@ -12,7 +12,7 @@ import type { CommitEntry } from '../storage/commit-journal.js';
 import { type DriveResult, drive, listedTotal, procStats } from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
 import { serviceEntry, signupKey, UNLIMITED_RATES } from './support/service-process.js';
-import { quantile } from './support/stats.js';
+import { median } from './support/stats.js';
 import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
 
 /**
@@ -620,11 +620,6 @@ function processTable(runs: ShapeRun[]): string {
   );
 }
 
-const median = (xs: number[]) =>
-  quantile(
-    [...xs].sort((a, b) => a - b),
-    0.5,
-  ) ?? Number.NaN;
 const spread = (xs: number[]) => `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})`;
 const spread1 = (xs: number[]) =>
   `${fmt(median(xs), 1)} (${fmt(Math.min(...xs), 1)}–${fmt(Math.max(...xs), 1)})`;

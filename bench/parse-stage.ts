@@ -6,6 +6,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import { Piscina } from 'piscina';
 import { checkBody } from '../api/ingest-envelope.js';
 import { wholeNumber } from './support/options.js';
+import { median } from './support/stats.js';
 import { type BodyTemplate, buildTemplate, stampBody } from './traffic.js';
 
 type ParseFn = typeof import('../pipeline/parse-worker.js').default;
@@ -43,7 +44,6 @@ interface ChildResult {
 }
 
 const fmt = (n: number) => n.toFixed(2);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 function cpuMillis(run: () => void): number {
   const start = process.cpuUsage();

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { procStats } from './support/load.js';
-import { quantile } from './support/stats.js';
+import { median, quantile } from './support/stats.js';
 
 /**
  * What the Node SDK costs an application (issue 15): a plain node:http hello-world, as its own process, under a
@@ -128,11 +128,6 @@ async function runOnce(
   }
 }
 
-const median = (xs: number[]) =>
-  quantile(
-    [...xs].sort((a, b) => a - b),
-    0.5,
-  ) ?? 0;
 const fmt = (n: number, d = 0) =>
   n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 
@@ -178,7 +173,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<unkn
     sink.close();
   }
   const of = (mode: Run['mode'], pick: (r: Run) => number) =>
-    median(runs.filter((r) => r.mode === mode).map(pick));
+    median(runs.filter((r) => r.mode === mode).map(pick)) || 0;
   const summary = {
     addedP50Us: of('sdk', (r) => r.atRate.p50Us) - of('plain', (r) => r.atRate.p50Us),
     addedP99Us: of('sdk', (r) => r.atRate.p99Us) - of('plain', (r) => r.atRate.p99Us),

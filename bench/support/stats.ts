@@ -8,3 +8,13 @@ export function quantile(sorted: number[], q: number): number | null {
   const hi = Math.ceil(at);
   return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
 }
+
+/** The median of numbers in any order (NaN for none). */
+export function median(xs: readonly number[]): number {
+  return (
+    quantile(
+      [...xs].sort((a, b) => a - b),
+      0.5,
+    ) ?? Number.NaN
+  );
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { promValue } from '../../bench/support/load.js';
-import { quantile } from '../../bench/support/stats.js';
+import { median, quantile } from '../../bench/support/stats.js';
 import { barChart, lineChart, niceMax, stack } from '../../bench/support/svg-chart.js';
 
 describe('benchmark figures', () => {
@@ -9,6 +9,14 @@ describe('benchmark figures', () => {
     expect(quantile([7], 0.99)).toBe(7);
     expect(quantile([1, 2, 3, 4], 0.5)).toBe(2.5);
     expect(quantile([10, 20, 30, 40, 50], 0.99)).toBeCloseTo(49.6);
+  });
+
+  it('median sorts a copy and interpolates an even count; none is NaN', () => {
+    const xs = [4, 1, 3, 2];
+    expect(median(xs)).toBe(2.5);
+    expect(xs).toEqual([4, 1, 3, 2]);
+    expect(median([9, 1, 5])).toBe(5);
+    expect(median([])).toBeNaN();
   });
 
   it('promValue reads one figure from Prometheus text, labelled or not', () => {

@@ -311,9 +311,9 @@ async function atRunningMemory<T>(
 }
 
 /**
- * Compacts one partition directory when it needs it; deletes replaced files past their grace period. `more`: a
- * running hour's merge left enough small files for another (`left` of them; runCompaction goes on with the
- * partition).
+ * Compacts one partition directory when it needs it; deletes replaced files past their grace period. `left`: the
+ * small files a running hour's merge did not take (runCompaction merges the partition again while enough of
+ * those it found are left).
  */
 export async function compactPartition(
   engine: QueryEngine,
@@ -321,7 +321,7 @@ export async function compactPartition(
   dataset: DatasetName,
   hourStart: number,
   opts: CompactionOptions,
-): Promise<{ compacted: number; deleted: number; more: boolean; left: number; memoryFallbacks: number }> {
+): Promise<{ compacted: number; deleted: number; left: number; memoryFallbacks: number }> {
   const now = opts.now ?? Date.now();
   const manifest = (await readManifest(dir)) ?? emptyManifest();
   const names = await fs.readdir(dir);
@@ -342,7 +342,6 @@ export async function compactPartition(
         ? await runningShare(engine, dir, small, opts.memory.running)
         : small;
   const left = hourEnded ? 0 : small.length - inputs.length;
-  const more = left >= opts.minFiles;
   // What the running hour's merges run (and their sidecars): at the running limit.
   let memoryFallbacks = 0;
   const limited = <T>(work: () => Promise<T>) =>
@@ -456,7 +455,7 @@ export async function compactPartition(
   }
   // Reported once the replaced files are gone: a sidecar that keeps failing must not hold back their deletion.
   if (sidecarError !== undefined) throw sidecarError;
-  return { compacted, deleted: expired.length, more, left, memoryFallbacks };
+  return { compacted, deleted: expired.length, left, memoryFallbacks };
 }
 
 /**
@@ -686,7 +685,8 @@ export async function runCompaction(
               stats.memoryFallbacks = (stats.memoryFallbacks ?? 0) + r.memoryFallbacks;
             if (budget === Number.POSITIVE_INFINITY) budget = r.compacted + r.left;
             budget -= r.compacted;
-            more = r.more && r.compacted > 0 && budget >= opts.minFiles;
+            // The files it found and has not merged (all of them among the `left` ones) make another merge.
+            more = r.compacted > 0 && budget >= opts.minFiles;
           }
         }
       }

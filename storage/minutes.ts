@@ -45,26 +45,30 @@ const MERGED_COUNTS = 'sum(count)::DOUBLE, sum(dsum), min(dmin), max(dmax)';
 const NO_COUNTS = 'NULL::DOUBLE, NULL::DOUBLE, NULL::DOUBLE';
 
 /**
- * Kinds 0 and 1 are grouped from the executions; every other kind from one of them (an hour's counts from its
- * minutes', a service's sketch from its keys'), so each grouping reads the fewest rows: 1.5 rows grouped per
- * execution, not 7.
+ * Kind 1 is grouped from the executions, with the counts kind 0 needs (each minute's key has a few dozen buckets, so
+ * kind 0 groups kind 1's rows, not the executions again); every other kind from one of them (an hour's counts from
+ * its minutes', a service's sketch from its keys'), so the executions are grouped once. Measured on one DuckDB
+ * thread over a running file of 1.76M plain executions: 0.75–1.08 µs per row when kinds 0 and 1 each grouped them.
  */
 const SQL = `WITH e AS (
   SELECT started_at, service, environment, endpoint AS sent, ${endpointTemplateSql('endpoint')} AS endpoint, method,
     outcome, duration_ms
   FROM read_parquet($file, hive_partitioning = false)
 ),
-r AS MATERIALIZED (
+r AS (
   SELECT date_trunc('minute', started_at) AS minute, service, environment, endpoint, endpoint <> sent AS templated,
     method, outcome, duration_ms, ${bucketSql('duration_ms')} AS bucket
   FROM e
 ),
-k0 AS MATERIALIZED (
-  SELECT minute, ${KEY}, count(*)::DOUBLE AS count, sum(duration_ms) AS dsum, min(duration_ms) AS dmin,
+k1 AS MATERIALIZED (
+  SELECT minute, ${KEY}, bucket, count(*)::DOUBLE AS count, sum(duration_ms) AS dsum, min(duration_ms) AS dmin,
     max(duration_ms) AS dmax
   FROM r GROUP BY ALL
 ),
-k1 AS MATERIALIZED (SELECT minute, ${KEY}, bucket, count(*)::DOUBLE AS count FROM r GROUP BY ALL),
+k0 AS MATERIALIZED (
+  SELECT minute, ${KEY}, sum(count)::DOUBLE AS count, sum(dsum) AS dsum, min(dmin) AS dmin, max(dmax) AS dmax
+  FROM k1 GROUP BY ALL
+),
 k3 AS MATERIALIZED (
   SELECT date_trunc('hour', minute) AS hour, ${KEY}, bucket, sum(count)::DOUBLE AS count FROM k1 GROUP BY ALL
 )

@@ -64,7 +64,13 @@ function contextKeysOf(columns: Iterable<string>): string[] {
 const quoteIdent = (s: string) => `"${s.replace(/"/g, '""')}"`;
 const quoteLiteral = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
-/** The statement that makes the rollup of `$file`, whose columns are `columns`. */
+/**
+ * The statement that makes the rollup of `$file`, whose columns are `columns`. The fields that are not context keys
+ * are counted from one grouping of the successes by all of them at once (a few thousand groups an hour: endpoints ×
+ * statuses × duration buckets), not from a pass over the rows each; a context key's values are counted from the rows
+ * (a key like a customer id has about as many groups as rows). Measured on one DuckDB thread over a running file of
+ * 1.76M plain executions (no context keys): 0.80–0.87 µs per row when each field grouped the rows.
+ */
 function rollupSql(columns: ReadonlySet<string>): string {
   const keys = contextKeysOf(columns);
   const typed = (key: string, kind: 's' | 'n' | 'b', type: string) => {
@@ -78,8 +84,8 @@ function rollupSql(columns: ReadonlySet<string>): string {
     )
     .join('');
   const field = (name: string, s: string, n: string) =>
-    `SELECT service, endpoint, '${name}' AS field, ${s} AS s, ${n} AS n, NULL::BOOLEAN AS b, count(*) AS count
-  FROM r GROUP BY ALL`;
+    `SELECT service, endpoint, '${name}' AS field, ${s} AS s, ${n} AS n, NULL::BOOLEAN AS b, sum(c) AS count
+  FROM g GROUP BY ALL`;
   const branches = [
     field('', 'NULL::VARCHAR', 'NULL::DOUBLE'),
     field('environment', 'environment', 'NULL::DOUBLE'),
@@ -92,12 +98,20 @@ function rollupSql(columns: ReadonlySet<string>): string {
   FROM r WHERE s${i} IS NOT NULL OR n${i} IS NOT NULL OR b${i} IS NOT NULL GROUP BY ALL`,
     ),
   ];
-  return `WITH r AS MATERIALIZED (
-  SELECT service, ${endpointTemplateSql('endpoint')} AS endpoint, environment, method, status_code,
+  const rows = `SELECT service, ${endpointTemplateSql('endpoint')} AS endpoint, environment, method, status_code,
     ${DURATION_BAND_SQL} AS band, ${DURATION_BUCKET_SQL} AS bucket${ctx}
   FROM read_parquet($file, hive_partitioning = false)
-  WHERE outcome = 'success'
-),
+  WHERE outcome = 'success'`;
+  const grouped = (from: string) => `SELECT service, endpoint, environment, method, status_code, band, bucket,
+    count(*) AS c
+  FROM ${from} GROUP BY ALL`;
+  // Without context keys the rows are grouped as they are read; with some, once kept for the keys' passes.
+  const inputs =
+    keys.length === 0
+      ? `g AS MATERIALIZED (${grouped(`(${rows})`)})`
+      : `r AS MATERIALIZED (${rows}),
+g AS MATERIALIZED (${grouped('r')})`;
+  return `WITH ${inputs},
 v AS (
 ${branches.join('\nUNION ALL\n')}
 )

@@ -30,7 +30,7 @@ import {
 } from './support/service-process.js';
 import { barChart, lineChart, rowChart, stack } from './support/svg-chart.js';
 import { cpuByGroup, threadSnapshot } from './support/thread-cpu.js';
-import { type BodyTemplate, buildTemplate, decodedBytes, stampBody } from './traffic.js';
+import { type BodyTemplate, buildTemplate, CONTEXT_KEYS, decodedBytes, stampBody } from './traffic.js';
 
 /**
  * Ingest throughput and freshness, end to end: realistic SDK batches over HTTP (undici, keep-alive) into the
@@ -72,6 +72,8 @@ const USAGE = `usage: npm run bench -- ingest [options]
     .join(', ')}, or any variable
   --no-logs          executions without logs (by default each has 0–5)
   --metrics N        metric points per request (20)
+  --index-context    index the bodies' context keys (customer.id, customer.tier, region, version, flags.beta) in
+                     the workspace's settings, as a team filtering by them would: typed columns and their rollups
   --profile DIR      run the service with --cpu-prof, profiles (one per thread) into DIR, and split its CPU by
                      stage (bench/support/profile-breakdown.ts)
   --compare FILE     with --profile: chart the breakdown beside the one in an earlier result's JSON
@@ -94,6 +96,7 @@ interface Options {
   profile: string | undefined;
   noLogs: boolean;
   metrics: number;
+  indexContext: boolean;
   compare: string | undefined;
   baselines: boolean;
   hourEnd: boolean;
@@ -127,6 +130,7 @@ function parseOptions(argv: string[]): Options {
       profile: { type: 'string' },
       'no-logs': { type: 'boolean', default: false },
       metrics: { type: 'string', default: '20' },
+      'index-context': { type: 'boolean', default: false },
       compare: { type: 'string' },
       'no-baselines': { type: 'boolean', default: false },
       'no-hour-end': { type: 'boolean', default: false },
@@ -172,6 +176,7 @@ function parseOptions(argv: string[]): Options {
     noLogs: values['no-logs'],
     compare: values.compare,
     metrics: wholeNumber('metrics', values.metrics, 0, 100_000),
+    indexContext: values['index-context'],
     baselines: !values['no-baselines'],
     hourEnd: !values['no-hour-end'],
     keep: values.keep,
@@ -363,7 +368,11 @@ async function runLoad(
       await svc.waitReady();
       url = svc.url;
     }
-    const key = await signupKey(url, `ingest-${run}`);
+    const key = await signupKey(
+      url,
+      `ingest-${run}`,
+      o.indexContext ? { indexedContextKeys: [...CONTEXT_KEYS] } : undefined,
+    );
     const probeKey = await signupKey(url, `probe-${run}`);
     const natsPid = svc ? await natsServerPid(dataDir) : null;
     const pids = () => (svc ? [svc.pid, ...(natsPid ? [natsPid] : [])] : []);

@@ -21,6 +21,8 @@ const SERVICES = Array.from({ length: 20 }, (_, i) => `service-${String(i).padSt
 const METHODS = ['GET', 'GET', 'GET', 'POST', 'PUT', 'DELETE'];
 const REGIONS = ['eu-west-1', 'us-east-1', 'ap-south-1'];
 const TIERS = ['free', 'pro', 'enterprise'];
+/** The context keys every execution of these bodies has (`--index-context` indexes them). */
+export const CONTEXT_KEYS = ['customer.id', 'customer.tier', 'region', 'version', 'flags.beta'] as const;
 
 /** A Zipf-like pick: low indexes are far more frequent (skewed service traffic). */
 function skewed(r: () => number, n: number): number {

@@ -89,14 +89,27 @@ export async function killOrphanNats(dataDir: string): Promise<number | null> {
 }
 
 /** Signs up a fresh account (its own workspace) on the service at `url` and answers its test key. */
-export async function signupKey(url: string, tag = 'bench'): Promise<string> {
+export async function signupKey(
+  url: string,
+  tag = 'bench',
+  settings?: Record<string, unknown>,
+): Promise<string> {
   const res = await fetch(`${url}/api/auth/signup`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ email: `${tag}-${Date.now()}@bench.example`, password: 'benchmark password' }),
   });
-  const body = (await res.json()) as { testKey?: { key?: string } };
+  const body = (await res.json()) as { testKey?: { key?: string }; session?: { token?: string } };
   if (res.status !== 201 || !body.testKey?.key) throw new Error(`sign-up at ${url} answered ${res.status}`);
+  if (settings) {
+    // Settings are an admin's: the sign-up's session (the owner) sets them, the key could not.
+    const patched = await fetch(`${url}/api/workspace/settings`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${body.session?.token}` },
+      body: JSON.stringify(settings),
+    });
+    if (patched.status !== 200) throw new Error(`settings at ${url} answered ${patched.status}`);
+  }
   return body.testKey.key;
 }
 

@@ -7,7 +7,7 @@ import {
   type SpanRecord,
 } from '../schemas/records.js';
 import { type CellValue, ChunkSet } from '../storage/columns.js';
-import { contextCells, contextColumnDefs } from '../storage/context-columns.js';
+import { contextCells, contextColumnDefs, splitPaths } from '../storage/context-columns.js';
 
 /**
  * Normalized records → cells in each dataset's column order (storage/datasets.ts). Keep the two in step: a
@@ -148,9 +148,10 @@ export function toChunks(
 ): ChunkSet {
   const contextDefs = contextColumnDefs(indexedKeys);
   const set = new ChunkSet({ executions: contextDefs, failures: contextDefs });
+  const paths = splitPaths(indexedKeys);
   for (const r of out.executions) {
     const cells = executionCells(r, m);
-    const context = indexedKeys.length > 0 ? contextCells(r.contextTree, indexedKeys) : [];
+    const context = indexedKeys.length > 0 ? contextCells(r.contextTree, paths) : [];
     cells.push(...context);
     set.add('executions', r.startedAt, cells);
     if (r.issueId !== null) set.add('failures', r.startedAt, [...failureCells(r, r.issueId, m), ...context]);

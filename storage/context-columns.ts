@@ -26,20 +26,23 @@ export function contextColumnDefs(paths: readonly string[]): ColumnDef[] {
   ]);
 }
 
-function leaf(tree: unknown, path: string): unknown {
+function leaf(tree: unknown, parts: readonly string[]): unknown {
   let node = tree;
-  for (const part of path.split('.')) {
+  for (const part of parts) {
     if (typeof node !== 'object' || node === null || Array.isArray(node)) return undefined;
     node = (node as Record<string, unknown>)[part];
   }
   return node;
 }
 
-/** The cells of `contextColumnDefs(paths)` for one execution's (scrubbed) context. */
-export function contextCells(tree: unknown, paths: readonly string[]): CellValue[] {
+/** Indexed paths split into their parts, once per batch of rows (splitting per row was 4 % of the parse stage). */
+export const splitPaths = (paths: readonly string[]): string[][] => paths.map((p) => p.split('.'));
+
+/** The cells of `contextColumnDefs(paths)` for one execution's (scrubbed) context; `split`: splitPaths(paths). */
+export function contextCells(tree: unknown, split: readonly (readonly string[])[]): CellValue[] {
   const out: CellValue[] = [];
-  for (const p of paths) {
-    const v = leaf(tree, p);
+  for (const parts of split) {
+    const v = leaf(tree, parts);
     out.push(
       typeof v === 'string' && v.length <= MAX_INDEXED_STRING ? v : null,
       typeof v === 'number' && Number.isFinite(v) ? v : null,

@@ -98,6 +98,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       dir: path.join(config.dataDir, 'nats'),
       bin: config.NATS_SERVER_BIN,
       maxPayloadBytes: Math.max(8 * 1024 * 1024, maxMessageBytes),
+      memoryLimitMb: config.NATS_MEMORY_LIMIT_MB,
       log: (l) => natsLog.debug(l),
     });
     url = nats.url;

@@ -18,6 +18,8 @@ export interface NatsServerOptions {
   bin?: string;
   /** max_payload: must fit the largest request body we publish. */
   maxPayloadBytes?: number;
+  /** The Go runtime's soft memory limit (GOMEMLIMIT) in MiB, unless the environment sets one; 0 or absent: none. */
+  memoryLimitMb?: number;
   log?: (line: string) => void;
   /**
    * A node of a JetStream cluster on this host: its unique name, the port its routes listen on, and the other
@@ -195,7 +197,11 @@ export async function startNatsServer(opts: NatsServerOptions): Promise<NatsServ
     const proc = spawn(bin, ['-c', confFile], {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
-      env: { GOMAXPROCS: String(brokerProcs()), ...process.env },
+      env: {
+        GOMAXPROCS: String(brokerProcs()),
+        ...(opts.memoryLimitMb ? { GOMEMLIMIT: `${opts.memoryLimitMb}MiB` } : {}),
+        ...process.env,
+      },
     });
     child = proc;
     const forward = (chunk: Buffer) => {

@@ -209,6 +209,8 @@ async function rawPublishBaseline(
 ): Promise<{ execPerSec: number; natsMicrosPerExecution: number | null }> {
   const nats = await startNatsServer({
     dir: path.join(dir, workQueue ? 'baseline-wq-nats' : 'baseline-nats'),
+    // The broker as the started service runs its own (the same Go memory limit), so their CPU compares.
+    memoryLimitMb: loadConfig(o.env).NATS_MEMORY_LIMIT_MB,
   });
   const pid = nats.pid();
   const cpu = async () =>

@@ -48,7 +48,8 @@ const NO_COUNTS = 'NULL::DOUBLE, NULL::DOUBLE, NULL::DOUBLE';
  * Kind 1 is grouped from the executions, with the counts kind 0 needs (each minute's key has a few dozen buckets, so
  * kind 0 groups kind 1's rows, not the executions again); every other kind from one of them (an hour's counts from
  * its minutes', a service's sketch from its keys'), so the executions are grouped once. Measured on one DuckDB
- * thread over a running file of 1.76M plain executions: 0.75–1.08 µs per row when kinds 0 and 1 each grouped them.
+ * thread over a running file of 1.76M plain executions: 0.45–0.54 µs per row, against 0.75–1.08 when kinds 0 and 1
+ * each grouped them.
  */
 const SQL = `WITH e AS (
   SELECT started_at, service, environment, endpoint AS sent, ${endpointTemplateSql('endpoint')} AS endpoint, method,

@@ -88,7 +88,10 @@ export async function killOrphanNats(dataDir: string): Promise<number | null> {
   return pid;
 }
 
-/** Signs up a fresh account (its own workspace) on the service at `url` and answers its test key. */
+/**
+ * Signs up a fresh account (its own workspace) on the service at `url` and answers its test key; `settings`, when
+ * given, are patched into the workspace's settings first (by the sign-up's session, which is never answered).
+ */
 export async function signupKey(
   url: string,
   tag = 'bench',

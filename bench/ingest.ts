@@ -18,7 +18,7 @@ import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { loadConfig } from '../schemas/config.js';
 import { type DiskParts, totalBytes } from './support/dataset.js';
 import { type HourEndCost, hourEndCost } from './support/hour-end.js';
-import { drive, Prober, procStats, type Sample, Sampler } from './support/load.js';
+import { drive, listedTotal, Prober, procStats, promValue, type Sample, Sampler } from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
 import {
@@ -60,6 +60,8 @@ export const KNOBS: Record<string, string> = {
 
 const USAGE = `usage: npm run bench -- ingest [options]
   --duration S       seconds of load (30)
+  --warmup S         first send this many seconds of the same load and wait until it is stored, then measure: the
+                     figures leave out the JIT's warm-up (0: measure from the service's first request)
   --count N          stop after N executions were sent (instead of the duration)
   --concurrency N    HTTP connections sending at once (8)
   --batch N          executions per request (500)
@@ -85,6 +87,7 @@ const USAGE = `usage: npm run bench -- ingest [options]
 
 interface Options {
   duration: number;
+  warmup: number;
   count: number | undefined;
   concurrency: number;
   batch: number;
@@ -109,6 +112,9 @@ interface Options {
  */
 const TEMPLATES = 216;
 
+/** The warm-up's first request number (stampBody writes it into the execution ids, 9 digits). */
+const WARMUP_REQUEST_BASE = 900_000_000;
+
 const fmt = (n: number | null | undefined, digits = 0) =>
   n === null || n === undefined || Number.isNaN(n)
     ? '–'
@@ -119,6 +125,7 @@ function parseOptions(argv: string[]): Options {
     args: argv,
     options: {
       duration: { type: 'string', default: '30' },
+      warmup: { type: 'string', default: '0' },
       count: { type: 'string' },
       concurrency: { type: 'string', default: '8' },
       batch: { type: 'string', default: '500' },
@@ -164,6 +171,7 @@ function parseOptions(argv: string[]): Options {
   };
   return {
     duration: num('duration', values.duration)!,
+    warmup: wholeNumber('warmup', values.warmup, 0, 3600),
     count: num('count', values.count),
     concurrency: num('concurrency', values.concurrency)!,
     batch: num('batch', values.batch)!,
@@ -287,7 +295,8 @@ function jsonParseBaseline(templates: BodyTemplate[], o: Options): number {
 export interface RunResult {
   setting: Record<string, string>;
   requests: { accepted: number; refused: number; perSec: number };
-  executions: { accepted: number; visible: number };
+  /** Executions accepted in the measured load, and stored; `warmup`: those of the warm-up before it (--warmup). */
+  executions: { accepted: number; visible: number; warmup: number };
   acceptedExecPerSec: number;
   /** All accepted executions over the time from the first request until all of them were visible. */
   storedExecPerSec: number;
@@ -385,6 +394,60 @@ async function runLoad(
       'content-type': 'application/json',
       ...(o.gzip ? { 'content-encoding': 'gzip' } : {}),
     };
+    const serviceUrl = url;
+    /** Sends request `n` (its executions' ids carry the number) under the idempotency key `${run}-${key}`. */
+    const send = async (n: number, key = String(n)) => {
+      const res = await pool.request({
+        method: 'POST',
+        path: '/api/ingest',
+        headers: { ...headers, 'idempotency-key': `${run}-${key}` },
+        body: stampBody(templates[n % templates.length]!, n),
+      });
+      await res.body.dump();
+      return res.statusCode === 202;
+    };
+    const lag = async () =>
+      promValue(
+        await fetch(`${serviceUrl}/metrics`)
+          .then((r) => (r.ok ? r.text() : ''))
+          .catch(() => ''),
+        'svc_pipeline_lag_messages',
+      );
+    /** Waits (up to 5 minutes) until the pipeline has nothing left and the list counts `expected`; its count. */
+    const drained = async (expected: number): Promise<number> => {
+      // The pipeline's lag (consumer info behind /metrics) is cheap to ask every 50 ms; the list's total is a query
+      // over every file written, so it is asked only once the lag is gone (or when /metrics does not answer).
+      // Polling the total itself every 50 ms took a good part of a core away from the drain it was timing.
+      let listed = 0;
+      const deadline = Date.now() + 300_000;
+      while (Date.now() < deadline) {
+        const behind = await lag();
+        if (behind === null || behind === 0) {
+          listed = await listedTotal(serviceUrl, key);
+          if (listed >= expected) break;
+        }
+        await new Promise((r) => setTimeout(r, behind === null ? 250 : 50));
+      }
+      return listed;
+    };
+    // The warm-up: the same load, stored and then left out of every figure (the JIT compiles the service's hot
+    // code in its first seconds, on the cores the load needs: in a 20 s run that was a tenth of its CPU).
+    let warmed = 0;
+    if (o.warmup > 0) {
+      const warm = await drive({
+        concurrency: o.concurrency,
+        seconds: o.warmup,
+        requestsPerSec: o.rate ? o.rate / o.batch : undefined,
+        // Request numbers the measured load never reaches: no execution id is sent twice.
+        send: (n) => send(WARMUP_REQUEST_BASE + n, `w${n}`),
+      });
+      warmed = await drained(warm.accepted * o.batch);
+      // The peaks (VmHWM) from here on: the warm-up's are not the measured load's.
+      for (const p of pids()) await fs.writeFile(`/proc/${p}/clear_refs`, '5').catch(() => {});
+      process.stdout.write(
+        `warm-up: ${fmt(warmed)} executions in ${fmt(o.warmup)} s, stored; measuring from here\n`,
+      );
+    }
     let acceptedRequests = 0;
     const loadStart = performance.now();
     const cpuBench0 = process.cpuUsage();
@@ -411,6 +474,7 @@ async function runLoad(
       },
       () => prober.accepted,
     );
+    sampler.visibleBase = warmed;
     await sampler.start();
     const threads0 = svc ? await threadSnapshot(svc.pid) : null;
     prober.start();
@@ -419,34 +483,12 @@ async function runLoad(
       seconds: o.count ? Number.POSITIVE_INFINITY : o.duration,
       maxRequests: o.count ? Math.ceil(o.count / o.batch) : undefined,
       requestsPerSec: o.rate ? o.rate / o.batch : undefined,
-      send: async (n) => {
-        const t = templates[n % templates.length]!;
-        const res = await pool.request({
-          method: 'POST',
-          path: '/api/ingest',
-          headers: { ...headers, 'idempotency-key': `${run}-${n}` },
-          body: stampBody(t, n),
-        });
-        await res.body.dump();
-        return res.statusCode === 202;
-      },
+      send: (n) => send(n),
       onAccepted: () => acceptedRequests++,
     });
     const expected = load.accepted * o.batch;
     // Every accepted execution must become visible; the sampler goes on recording the drain.
-    // The pipeline's lag (consumer info behind /metrics) is cheap to ask every 50 ms; the list's total is a query
-    // over every file written, so it is asked only once the lag is gone (or when /metrics does not answer).
-    // Polling the total itself every 50 ms took a good part of a core away from the drain it was timing.
-    let visible = 0;
-    const waitDeadline = Date.now() + 300_000;
-    while (Date.now() < waitDeadline) {
-      const lag = await sampler.lagMessages();
-      if (lag === null || lag === 0) {
-        visible = await sampler.visible();
-        if (visible >= expected) break;
-      }
-      await new Promise((r) => setTimeout(r, lag === null ? 250 : 50));
-    }
+    const visible = (await drained(warmed + expected)) - warmed;
     const visibleAt = performance.now();
     const threads1 = svc ? await threadSnapshot(svc.pid) : null;
     await prober.stop();
@@ -489,7 +531,7 @@ async function runLoad(
     return {
       setting,
       requests: { accepted: load.accepted, refused: load.refused, perSec: load.accepted / load.seconds },
-      executions: { accepted: expected, visible },
+      executions: { accepted: expected, visible, warmup: warmed },
       acceptedExecPerSec: expected / load.seconds,
       storedExecPerSec: visible / ((visibleAt - loadStart) / 1000),
       loadSeconds: load.seconds,
@@ -550,6 +592,14 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
     ['requests accepted / refused', `${fmt(r.requests.accepted)} / ${fmt(r.requests.refused)}`],
     ['requests/s accepted', fmt(r.requests.perSec)],
     ['executions accepted / visible', `${fmt(r.executions.accepted)} / ${fmt(r.executions.visible)}`],
+    ...(r.executions.warmup > 0
+      ? [
+          [
+            'before them, the warm-up',
+            `${fmt(r.executions.warmup)} executions, stored, left out of the figures`,
+          ] as [string, string],
+        ]
+      : []),
     ['accepted exec/s', fmt(r.acceptedExecPerSec)],
     ['stored exec/s (first request → all visible)', fmt(r.storedExecPerSec)],
     ['last 202 → all visible', `${fmt(r.lastAcceptToVisibleMs)} ms`],
@@ -596,7 +646,8 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
 /** The hours' end (support/hour-end.ts): its CPU per execution by dataset, the run's whole, and the disk after. */
 function hourEndRows(r: RunResult): [string, string][] {
   const h = r.hourEnd;
-  const n = r.executions.visible;
+  // The hours' end merges every execution stored, the warm-up's too.
+  const n = r.executions.visible + r.executions.warmup;
   if (!h || n === 0) return [];
   const per = (seconds: number) => fmt((seconds * 1e6) / n, 1);
   const byDataset = Object.entries(h.cpuSecondsByDataset)

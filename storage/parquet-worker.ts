@@ -28,7 +28,8 @@ export interface EncodeTask {
 }
 
 export interface EncodeResult {
-  files: { tmpPath: string; rows: number; bytes: number }[];
+  /** `madeDir`: the first directory the file's mkdir created (its parent's entry for it is not durable yet). */
+  files: { tmpPath: string; rows: number; bytes: number; madeDir?: string }[];
 }
 
 export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeResult> {
@@ -38,7 +39,7 @@ export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeRe
       task.codec === 'uncompressed'
         ? encodePlainParquet(p.dataset, p.chunks)
         : (await compressedEncoder())(p.dataset, p.chunks, task.codec, task.dictionary ?? true);
-    await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
+    const madeDir = await fs.mkdir(path.dirname(p.tmpPath), { recursive: true });
     const fh = await fs.open(p.tmpPath, 'w');
     try {
       await fh.writeFile(bytes);
@@ -46,7 +47,12 @@ export default async function encodeAndWrite(task: EncodeTask): Promise<EncodeRe
     } finally {
       await fh.close();
     }
-    files.push({ tmpPath: p.tmpPath, rows: p.chunks.reduce((s, c) => s + c.rows, 0), bytes: bytes.length });
+    files.push({
+      tmpPath: p.tmpPath,
+      rows: p.chunks.reduce((s, c) => s + c.rows, 0),
+      bytes: bytes.length,
+      ...(madeDir ? { madeDir } : {}),
+    });
   }
   return { files };
 }

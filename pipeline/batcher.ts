@@ -144,9 +144,10 @@ export class Batcher {
 
   /**
    * Acks (or naks) a batch's messages in stream order, not in the order their parses finished. nats-server 2.9's file
-   * store treats an ack below a block's first live message as an out-of-order delete, and rewrites the block (reading
-   * it back from disk when its cache expired) once less than a quarter of it is live: with two parse workers swapping
-   * neighbours, that was 14 % of the broker's CPU in a profile of the ingest benchmark (its pprof endpoint), 2 % after.
+   * store treats an ack of any message but a block's first live one as an out-of-order delete, and after one rewrites
+   * the block (reading it back from disk when its cache expired) once less than a quarter of it is live: with parse
+   * workers swapping neighbours, that was 14 % of the broker's CPU in a profile of the ingest benchmark (its pprof
+   * endpoint), 2 % after.
    */
   #settle(entries: BatchEntry[], how: 'ack' | 'nak'): void {
     for (const e of [...entries].sort((a, b) => a.delivery.seq - b.delivery.seq)) {

@@ -48,11 +48,11 @@ export class BatchWriter {
   readonly #pool: Piscina<EncodeTask, EncodeResult>;
   /**
    * Partition directories whose every ancestor's entry this process has made durable (fsynced, up to DATA_DIR): a
-   * later batch into one fsyncs the directory itself (its new file's entry) and not the 5–6 above it, unless its
-   * mkdir made one of them again (retention removes old hours and dates). A batch fsynced 11–15 directories; on
-   * ext4 each fsync is a journal commit, and while a merge wrote its file they took 10–160 ms a batch. (A directory
-   * another process removes and makes again meanwhile, a cluster's retention on shared storage, is that process's
-   * to make durable.)
+   * later batch into one fsyncs the directory itself (its new file's entry) and not the 5 above it, unless its mkdir
+   * made one of them again (retention removes old dates). A batch fsynced 11–15 directories, 10–160 ms of a batch
+   * while a merge wrote its file. A batch that fails forgets its directories: its mkdir may have made one whose entry
+   * was never fsynced, and the retry's mkdir would not say so. (A directory another process removed and made again,
+   * a cluster's retention on shared storage, stays that process's to make durable.)
    */
   readonly #durableDirs = new Set<string>();
 
@@ -112,7 +112,9 @@ export class BatchWriter {
       // The temporary files are fsynced; their directory entries (and any directory mkdir just made) must be
       // durable too before the journal says they exist.
       const made = encoded.flatMap((r) =>
-        r.status === 'fulfilled' ? r.value.files.flatMap((f) => (f.madeDir ? [f.madeDir] : [])) : [],
+        (r as PromiseFulfilledResult<EncodeResult>).value.files.flatMap((f) =>
+          f.madeDir ? [f.madeDir] : [],
+        ),
       );
       const dirs = new Set<string>();
       const chained: string[] = [];
@@ -131,6 +133,7 @@ export class BatchWriter {
       for (const d of chained) this.#durableDirs.add(d);
       await ready;
     } catch (err) {
+      for (const p of planned) this.#durableDirs.delete(path.dirname(p.tmpPath));
       await removeTemporary();
       throw err;
     }

@@ -260,6 +260,17 @@ export async function listedTotal(url: string, key: string): Promise<number> {
   return ((await res.json()) as { total: number }).total;
 }
 
+/** A service's /metrics text ('' when it does not answer: a token is required, say). */
+const metricsText = (url: string): Promise<string> =>
+  fetch(`${url}/metrics`)
+    .then((r) => (r.ok ? r.text() : ''))
+    .catch(() => '');
+
+/** svc_pipeline_lag_messages from a service's /metrics: ingest messages not yet committed; null when none. */
+export async function pipelineLag(url: string): Promise<number | null> {
+  return promValue(await metricsText(url), 'svc_pipeline_lag_messages');
+}
+
 /** One second of a run, as the sampler saw it. */
 export interface Sample {
   /** Seconds since the load started. */
@@ -317,11 +328,6 @@ export class Sampler {
   /** Peak RSS of each process seen (VmHWM), by pid. */
   readonly peakRssByPid = new Map<number, number>();
 
-  /** svc_pipeline_lag_messages from /metrics; null when it does not answer (a token is required, say). */
-  async lagMessages(): Promise<number | null> {
-    return promValue(await this.#metricsText(), 'svc_pipeline_lag_messages');
-  }
-
   async cpuAndRss(): Promise<{ cpuSeconds: number; rssMiB: number } | null> {
     const pids = this.pids();
     if (pids.length === 0) return null;
@@ -349,9 +355,7 @@ export class Sampler {
   #written0: number | null = null;
 
   #metricsText(): Promise<string> {
-    return fetch(`${this.url}/metrics`)
-      .then((r) => (r.ok ? r.text() : ''))
-      .catch(() => '');
+    return metricsText(this.url);
   }
 
   /**

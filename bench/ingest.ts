@@ -489,7 +489,7 @@ async function runLoad(
     });
     const expected = load.accepted * o.batch;
     // Every accepted execution must become visible; the sampler goes on recording the drain.
-    const visible = (await drained(warmed + expected)) - warmed;
+    const visible = Math.max(0, (await drained(warmed + expected)) - warmed);
     const visibleAt = performance.now();
     const threads1 = svc ? await threadSnapshot(svc.pid) : null;
     await prober.stop();

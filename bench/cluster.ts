@@ -9,7 +9,7 @@ import { Pool } from 'undici';
 import { INGEST_STREAM, PIPELINE_CONSUMER } from '../broker/provision.js';
 import { CLUSTER_NODES, type Cluster, startCluster } from '../cluster.js';
 import type { CommitEntry } from '../storage/commit-journal.js';
-import { type DriveResult, drive, listedTotal, procStats } from './support/load.js';
+import { type DriveResult, drive, listedTotal, postIngest, procStats } from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
 import { serviceEntry, signupKey, UNLIMITED_RATES } from './support/service-process.js';
 import { median } from './support/stats.js';
@@ -311,17 +311,15 @@ async function load(
         return await drive({
           concurrency: connections,
           seconds,
-          send: async (n) => {
+          send: (n) => {
             // Request numbers interleaved over the api processes: every execution id and idempotency key once.
             const no = n * urls.length + k;
-            const res = await pool.request({
-              method: 'POST',
-              path: '/api/ingest',
-              headers: { ...headers, 'idempotency-key': `${tag}-${no}` },
-              body: stampBody(templates[no % templates.length]!, no),
-            });
-            await res.body.dump();
-            return res.statusCode === 202;
+            return postIngest(
+              pool,
+              headers,
+              stampBody(templates[no % templates.length]!, no),
+              `${tag}-${no}`,
+            );
           },
           onAccepted,
         });

@@ -18,7 +18,16 @@ import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { loadConfig } from '../schemas/config.js';
 import { type DiskParts, totalBytes } from './support/dataset.js';
 import { type HourEndCost, hourEndCost } from './support/hour-end.js';
-import { drive, listedTotal, Prober, pipelineLag, procStats, type Sample, Sampler } from './support/load.js';
+import {
+  drive,
+  listedTotal,
+  Prober,
+  pipelineLag,
+  postIngest,
+  procStats,
+  type Sample,
+  Sampler,
+} from './support/load.js';
 import { envOptions, wholeNumber } from './support/options.js';
 import { profilesOf, stageTable } from './support/profile-breakdown.js';
 import {
@@ -398,16 +407,8 @@ async function runLoad(
     };
     const serviceUrl = url;
     /** Sends request `n` (its executions' ids carry the number) under the idempotency key `${run}-${idem}`. */
-    const send = async (n: number, idem = String(n)) => {
-      const res = await pool.request({
-        method: 'POST',
-        path: '/api/ingest',
-        headers: { ...headers, 'idempotency-key': `${run}-${idem}` },
-        body: stampBody(templates[n % templates.length]!, n),
-      });
-      await res.body.dump();
-      return res.statusCode === 202;
-    };
+    const send = (n: number, idem = String(n)) =>
+      postIngest(pool, headers, stampBody(templates[n % templates.length]!, n), `${run}-${idem}`);
     /** Waits (up to 5 minutes) until the pipeline has nothing left and the list counts `expected`; its count. */
     const drained = async (expected: number): Promise<number> => {
       // The pipeline's lag (consumer info behind /metrics) is cheap to ask every 50 ms; the list's total is a query

@@ -260,6 +260,23 @@ export async function listedTotal(url: string, key: string): Promise<number> {
   return ((await res.json()) as { total: number }).total;
 }
 
+/** POSTs one body to /api/ingest under `idempotencyKey`; true when it was accepted (202). */
+export async function postIngest(
+  pool: Pool,
+  headers: Record<string, string>,
+  body: Buffer,
+  idempotencyKey: string,
+): Promise<boolean> {
+  const res = await pool.request({
+    method: 'POST',
+    path: '/api/ingest',
+    headers: { ...headers, 'idempotency-key': idempotencyKey },
+    body,
+  });
+  await res.body.dump();
+  return res.statusCode === 202;
+}
+
 /** A service's /metrics text ('' when it does not answer: a token is required, say). */
 const metricsText = (url: string): Promise<string> =>
   fetch(`${url}/metrics`)

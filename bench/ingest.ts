@@ -20,6 +20,7 @@ import { type DiskParts, totalBytes } from './support/dataset.js';
 import { type HourEndCost, hourEndCost } from './support/hour-end.js';
 import {
   drive,
+  flushSummary,
   listedTotal,
   Prober,
   pipelineLag,
@@ -314,6 +315,8 @@ export interface RunResult {
   loadSeconds: number;
   lastAcceptToVisibleMs: number;
   visibleLatency: ReturnType<Prober['summary']>;
+  /** The pipeline's batch flushes during the measured load (flushSummary). */
+  flushes: ReturnType<typeof flushSummary>;
   /** Marked executions never listed but found by id. */
   unseenButStored: string[];
   service: {
@@ -539,6 +542,7 @@ async function runLoad(
       loadSeconds: load.seconds,
       lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
       visibleLatency: prober.summary(),
+      flushes: flushSummary(timeline),
       unseenButStored: prober.unseenButStored,
       service: {
         cpuSeconds,
@@ -608,6 +612,12 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
     [
       '202 → visible, marked executions',
       `p50 ${fmt(r.visibleLatency.p50Ms)} ms, p99 ${fmt(r.visibleLatency.p99Ms)} ms, max ${fmt(r.visibleLatency.maxMs)} ms (${r.visibleLatency.samples} samples${r.visibleLatency.unseen ? `, ${r.visibleLatency.unseen} NEVER SEEN` : ''})`,
+    ],
+    [
+      'batch flushes: count, mean, worst second',
+      r.flushes
+        ? `${fmt(r.flushes.flushes)}, ${fmt(r.flushes.meanMs)} ms, ${fmt(r.flushes.worstSecondMeanMs)} ms`
+        : '–',
     ],
     ['raw JetStream publish exec/s (ceiling)', fmt(raw)],
     ['stored / raw publish', raw ? fmt(r.storedExecPerSec / raw, 2) : '–'],

@@ -301,6 +301,9 @@ export interface Sample {
   /** CPU seconds of the service (and its embedded nats-server) since the load started; null for --url. */
   cpuSeconds: number | null;
   rssMiB: number | null;
+  /** The pipeline's batch flushes so far, and their summed duration in seconds (/metrics; null for an older build). */
+  flushes: number | null;
+  flushSeconds: number | null;
 }
 
 /** The service's own figure `name` from its Prometheus text, or null. */
@@ -403,6 +406,8 @@ export class Sampler {
         lagMessages,
         cpuSeconds: proc && this.#cpu0 !== null ? proc.cpuSeconds - this.#cpu0 : null,
         rssMiB: proc?.rssMiB ?? null,
+        flushes: promValue(metrics, 'svc_pipeline_flushes_total'),
+        flushSeconds: promValue(metrics, 'svc_pipeline_flush_seconds_total'),
       };
       this.samples.push(s);
       this.onSample?.(s);
@@ -417,4 +422,28 @@ export class Sampler {
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
   }
+}
+
+/**
+ * The pipeline's batch flushes over a timeline: how many, their mean duration, and the largest mean of any one
+ * second's flushes (while a merge runs, a batch's files and journal commit wait longer). Null without the metrics.
+ */
+export function flushSummary(
+  timeline: readonly Sample[],
+): { flushes: number; meanMs: number; worstSecondMeanMs: number } | null {
+  const known = timeline.filter((s) => s.flushes !== null && s.flushSeconds !== null);
+  const first = known[0];
+  const last = known.at(-1);
+  if (!first || !last || last.flushes === first.flushes) return null;
+  let worst = 0;
+  for (let i = 1; i < known.length; i++) {
+    const n = known[i]!.flushes! - known[i - 1]!.flushes!;
+    if (n > 0) worst = Math.max(worst, ((known[i]!.flushSeconds! - known[i - 1]!.flushSeconds!) * 1000) / n);
+  }
+  const flushes = last.flushes! - first.flushes!;
+  return {
+    flushes,
+    meanMs: ((last.flushSeconds! - first.flushSeconds!) * 1000) / flushes,
+    worstSecondMeanMs: worst,
+  };
 }

@@ -92,6 +92,15 @@ export class BatchWriter {
         finalPath: path.join(dir, fileName + PARQUET_SUFFIX),
       };
     });
+    // The journal's entry is known before the files are encoded: its temporary file is written meanwhile.
+    const prepared = journal.prepare({
+      writerId: journal.writerId,
+      commitNo,
+      seqs: deliveries.map((d) => d.seq),
+      ids: deliveries.map((d) => d.id),
+      storedAt: deliveries.map((d) => d.storedAt),
+      files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
+    });
     const encoded = await Promise.allSettled(
       planned.map((p) =>
         this.#pool.run(
@@ -106,7 +115,8 @@ export class BatchWriter {
     );
     // Nothing is committed when a step before the commit point fails (a full disk, a failed issue upsert): the
     // temporary files go at once, not after the orphan age, so a full disk does not fill further with retries.
-    const removeTemporary = () => Promise.all(planned.map((p) => fs.rm(p.tmpPath, { force: true })));
+    const removeTemporary = () =>
+      Promise.all([journal.discard(prepared), ...planned.map((p) => fs.rm(p.tmpPath, { force: true }))]);
     try {
       for (const r of encoded) if (r.status === 'rejected') throw r.reason;
       // The temporary files are fsynced; their directory entries (and any directory mkdir just made) must be
@@ -139,17 +149,7 @@ export class BatchWriter {
     }
     this.#opts.beforeCommitPoint?.();
     try {
-      await journal.commit(
-        {
-          writerId: journal.writerId,
-          commitNo,
-          seqs: deliveries.map((d) => d.seq),
-          ids: deliveries.map((d) => d.id),
-          storedAt: deliveries.map((d) => d.storedAt),
-          files: planned.map((p) => ({ tmpPath: p.tmpPath, finalPath: p.finalPath })),
-        },
-        commit?.lapsed,
-      );
+      await journal.commit(prepared, commit?.lapsed);
     } catch (err) {
       // Past the commit point (only its renames failed) the files are the batch's: they stay for recovery.
       if (err instanceof NotCommitted) await removeTemporary();

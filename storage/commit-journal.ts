@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
-import { fsyncDir, publishExclusively } from './fsync.js';
+import { fsyncDir, linkExclusively, publishExclusively, writeTemporary } from './fsync.js';
 import { changedHours } from './generation.js';
 import { partitionHourOf } from './layout.js';
 import { type Manifest, readManifest, retired } from './manifest.js';
@@ -55,6 +55,18 @@ export interface CommitEntry {
 }
 
 const ENTRY_SUFFIX = '.json';
+
+/**
+ * An entry whose temporary file is being written and fsynced (CommitJournal.prepare): committed, or discarded when
+ * the batch fails before its commit point.
+ */
+export interface PreparedEntry {
+  entry: CommitEntry;
+  text: string;
+  tmp: string;
+  /** The temporary file is durable (rejected: it failed and is gone). */
+  written: Promise<void>;
+}
 
 /** How long a fence stays: a fenced writer gives up publishing long before (COMMIT_CLAIM_TTL_MS / 2). */
 const FENCE_KEEP_MS = 3600_000;
@@ -358,17 +370,39 @@ export class CommitJournal {
   }
 
   /**
+   * Starts writing an entry's temporary file (and its fsync), so a batch's files are encoded meanwhile: each is an
+   * ext4 journal commit, and one commit waits for the other instead of one after the other. Nothing is committed
+   * until `commit`; a batch that fails before that `discard`s it.
+   */
+  prepare(entry: CommitEntry): PreparedEntry {
+    const text = JSON.stringify(entry);
+    const tmp = `${path.join(this.dir, commitId(entry.writerId, entry.commitNo) + ENTRY_SUFFIX)}.tmp`;
+    const written = writeTemporary(tmp, text);
+    // Awaited by commit or discard; handled now so a failure before then is not an unhandled rejection.
+    written.catch(() => {});
+    return { entry, text, tmp, written };
+  }
+
+  /** Removes a prepared entry's temporary file: its batch was given up before its commit point. */
+  async discard(prepared: PreparedEntry): Promise<void> {
+    await prepared.written.catch(() => {});
+    await fs.rm(prepared.tmp, { force: true });
+  }
+
+  /**
    * Makes the entry durable (the commit point), then renames the files into place. `lapsed`, asked right before
    * the entry is linked into place: true when its writer's claims may have lapsed, and then it is not.
    */
-  async commit(entry: CommitEntry, lapsed?: () => boolean): Promise<void> {
+  async commit(entryOrPrepared: CommitEntry | PreparedEntry, lapsed?: () => boolean): Promise<void> {
+    const prepared = 'written' in entryOrPrepared ? entryOrPrepared : this.prepare(entryOrPrepared);
+    const { entry, text } = prepared;
     const id = commitId(entry.writerId, entry.commitNo);
     const name = id + ENTRY_SUFFIX;
     const file = path.join(this.dir, name);
-    const text = JSON.stringify(entry);
     let there: string | null;
     try {
-      there = await publishExclusively(file, text, `${file}.tmp`, () => {
+      await prepared.written;
+      there = await linkExclusively(file, text, prepared.tmp, () => {
         if (lapsed?.()) throw new NotCommitted(`commit ${id} too late: its claims may have lapsed`);
       });
     } catch (err) {

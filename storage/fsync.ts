@@ -17,7 +17,7 @@ export const fsyncDir = (dir: string): Promise<void> => fsyncPath(dir, 'r');
 export const fsyncFile = (file: string): Promise<void> => fsyncPath(file, 'r+');
 
 /** Writes `text` to a temporary file and makes it durable; on failure (a full disk) leaves no partial file behind. */
-async function writeTemporary(tmp: string, text: string): Promise<void> {
+export async function writeTemporary(tmp: string, text: string): Promise<void> {
   try {
     const fh = await fs.open(tmp, 'w');
     try {
@@ -45,6 +45,19 @@ export async function publishExclusively(
   beforeLink?: () => void,
 ): Promise<string | null> {
   await writeTemporary(tmp, text);
+  return linkExclusively(target, text, tmp, beforeLink);
+}
+
+/**
+ * The rest of publishExclusively, once `tmp` holds `text` durably (writeTemporary): links it to `target` unless
+ * something is there, removes `tmp` whatever happens, and fsyncs the directory.
+ */
+export async function linkExclusively(
+  target: string,
+  text: string,
+  tmp: string,
+  beforeLink?: () => void,
+): Promise<string | null> {
   let there: string | null = null;
   try {
     beforeLink?.();

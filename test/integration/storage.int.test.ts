@@ -211,6 +211,29 @@ describe('commit journal', () => {
     expect(await restarted.prune(40, reused + IDEMPOTENCY_WINDOW_MS + 60_000)).toBe(1);
     expect(await fs.readdir(path.join(data, '_journal'))).toEqual([]);
 
+    // An entry prepared while its batch is encoded and given up before its commit point leaves nothing behind.
+    const journal = (await fs.readdir(path.join(data, '_journal'))).sort();
+    const third = new CommitJournal(data, 'wG');
+    await third.recover();
+    await fs.writeFile(tmp('p'), 'p');
+    const given = third.prepare({
+      writerId: 'wG',
+      commitNo: third.nextCommitNo(),
+      seqs: [50],
+      ids: ['r50'],
+      storedAt: [T + 50],
+      files: [{ tmpPath: tmp('p'), finalPath: fin('p') }],
+    });
+    await given.written;
+    expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual([
+      ...journal,
+      'wG-0000000001.json.tmp',
+    ]);
+    await third.discard(given);
+    expect((await fs.readdir(path.join(data, '_journal'))).sort()).toEqual(journal);
+    expect(await third.isCommitted(d(50))).toBe(false);
+    await fs.rm(tmp('p'));
+
     // A committed file that vanished never passes for "already renamed": the entry is set aside and its
     // messages count as uncommitted, so they are processed again instead of acked with their rows gone.
     const lost = {

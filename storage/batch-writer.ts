@@ -142,12 +142,14 @@ export class BatchWriter {
       if (this.#durableDirs.size > 100_000) this.#durableDirs.clear();
       for (const d of chained) this.#durableDirs.add(d);
       await ready;
+      // A journal entry that could not be written (a full disk) fails the batch here, like its files.
+      await prepared.written;
+      this.#opts.beforeCommitPoint?.();
     } catch (err) {
       for (const p of planned) this.#durableDirs.delete(path.dirname(p.tmpPath));
       await removeTemporary();
       throw err;
     }
-    this.#opts.beforeCommitPoint?.();
     try {
       await journal.commit(prepared, commit?.lapsed);
     } catch (err) {

@@ -2,8 +2,9 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IDEMPOTENCY_WINDOW_MS } from '../../schemas/broker-messages.js';
+import { BatchWriter } from '../../storage/batch-writer.js';
 import { ChunkSet } from '../../storage/columns.js';
-import { CommitJournal, type Delivery } from '../../storage/commit-journal.js';
+import { CommitJournal, type Delivery, NotCommitted } from '../../storage/commit-journal.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
 import { removeOrphanTempFiles } from '../../storage/orphans.js';
@@ -111,6 +112,50 @@ describe('partition layout', () => {
       [],
     );
     expect(() => partitionDir(dir, 'logs', '../etc', 'test', h0)).toThrow();
+  });
+});
+
+describe('batch writer', () => {
+  it("leaves no temporary file, the journal entry's or a Parquet file's, when a batch fails before its commit point", async () => {
+    const data = path.join(dir, 'writer');
+    const journal = new CommitJournal(data, 'wW');
+    await journal.recover();
+    const writer = new BatchWriter({ dataDir: data, codec: 'uncompressed', journal, encodeThreads: 1 });
+    const batch = () => {
+      const set = new ChunkSet();
+      set.add('metrics', T0, [T0, 'cpu', 'gauge', 0.5, null, null, null, null, '%', 's', 'e', null, 'r1', 7]);
+      return set.finish().map((c) => ({
+        dataset: c.dataset,
+        workspaceId: 'ws_writer',
+        mode: 'test' as const,
+        hour: c.hour,
+        chunks: [c],
+      }));
+    };
+    const delivery: Delivery = { seq: 1, id: 'm1', storedAt: Date.now() };
+    const temporary = async () =>
+      (await fs.readdir(data, { recursive: true })).filter((n) => String(n).endsWith('.tmp'));
+    try {
+      // The issue upserts failed: nothing committed, nothing left.
+      await expect(
+        writer.write(batch(), [delivery], Promise.reject(new Error('upsert failed'))),
+      ).rejects.toThrow('upsert failed');
+      expect(await temporary()).toEqual([]);
+      // The claims may have lapsed: the entry is never linked.
+      await expect(
+        writer.write(batch(), [delivery], undefined, { no: journal.nextCommitNo(), lapsed: () => true }),
+      ).rejects.toBeInstanceOf(NotCommitted);
+      expect(await temporary()).toEqual([]);
+      expect(await journal.isCommitted(delivery)).toBe(false);
+      // Then one that commits: its file in place, its message committed, nothing temporary.
+      expect((await writer.write(batch(), [delivery])).files).toBe(1);
+      expect(await temporary()).toEqual([]);
+      expect(await journal.isCommitted(delivery)).toBe(true);
+      const dirOf = partitionDir(data, 'metrics', 'ws_writer', 'test', Math.floor(T0 / HOUR) * HOUR);
+      expect((await fs.readdir(dirOf)).filter((n) => n.endsWith('.parquet'))).toHaveLength(1);
+    } finally {
+      await writer.close();
+    }
   });
 });
 

@@ -315,7 +315,7 @@ export interface RunResult {
   loadSeconds: number;
   lastAcceptToVisibleMs: number;
   visibleLatency: ReturnType<Prober['summary']>;
-  /** The pipeline's batch flushes during the measured load (flushSummary). */
+  /** The pipeline's batch flushes during the measured load and its drain (flushSummary). */
   flushes: ReturnType<typeof flushSummary>;
   /** Marked executions never listed but found by id. */
   unseenButStored: string[];
@@ -542,7 +542,7 @@ async function runLoad(
       loadSeconds: load.seconds,
       lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
       visibleLatency: prober.summary(),
-      flushes: flushSummary(timeline),
+      flushes: flushSummary(sampler.flushes0, timeline),
       unseenButStored: prober.unseenButStored,
       service: {
         cpuSeconds,

@@ -368,9 +368,17 @@ export class Sampler {
 
   async start(): Promise<void> {
     this.#cpu0 = (await this.cpuAndRss())?.cpuSeconds ?? null;
-    this.#written0 = promValue(await this.#metricsText(), 'svc_pipeline_executions_written_total');
+    const metrics = await this.#metricsText();
+    this.#written0 = promValue(metrics, 'svc_pipeline_executions_written_total');
+    this.flushes0 = {
+      flushes: promValue(metrics, 'svc_pipeline_flushes_total'),
+      flushSeconds: promValue(metrics, 'svc_pipeline_flush_seconds_total'),
+    };
     this.#timer = setInterval(() => void this.sample(), 1000);
   }
+
+  /** The flush counters when the load started: flushSummary's first point. */
+  flushes0: Pick<Sample, 'flushes' | 'flushSeconds'> = { flushes: null, flushSeconds: null };
 
   #written0: number | null = null;
 
@@ -425,13 +433,15 @@ export class Sampler {
 }
 
 /**
- * The pipeline's batch flushes over a timeline: how many, their mean duration, and the largest mean of any one
- * second's flushes (while a merge runs, a batch's files and journal commit wait longer). Null without the metrics.
+ * The pipeline's batch flushes from `start` (the counters when the load started) over a timeline (the load and its
+ * drain): how many, their mean duration, and the largest mean of the flushes between two samples, about a second
+ * apart (while a merge runs, a batch's files and journal commit wait longer). Null without the metrics.
  */
 export function flushSummary(
+  start: Pick<Sample, 'flushes' | 'flushSeconds'>,
   timeline: readonly Sample[],
 ): { flushes: number; meanMs: number; worstSecondMeanMs: number } | null {
-  const known = timeline.filter((s) => s.flushes !== null && s.flushSeconds !== null);
+  const known = [start, ...timeline].filter((s) => s.flushes !== null && s.flushSeconds !== null);
   const first = known[0];
   const last = known.at(-1);
   if (!first || !last || last.flushes === first.flushes) return null;

@@ -219,13 +219,15 @@ interface Baselines {
 
 /**
  * Raw JetStream publish of the same bodies, from Node, to a nats-server of its own (stopped afterwards); with
- * `workQueue`, into a work-queue stream consumed and acked as the pipeline does, until every message is acked.
+ * `workQueue`, into a work-queue stream consumed and acked as the pipeline does, until every message is acked;
+ * with `requestsPerSec`, at that rate (open loop) instead of as fast as the connections go.
  */
 async function rawPublishBaseline(
   dir: string,
   templates: BodyTemplate[],
   o: Options,
   workQueue = false,
+  requestsPerSec?: number,
 ): Promise<{ execPerSec: number; natsMicrosPerExecution: number | null }> {
   const nats = await startNatsServer({
     dir: path.join(dir, workQueue ? 'baseline-wq-nats' : 'baseline-nats'),
@@ -272,6 +274,7 @@ async function rawPublishBaseline(
     const r = await drive({
       concurrency: o.concurrency,
       seconds: Math.min(10, o.duration),
+      requestsPerSec,
       send: async (n) => {
         const t = templates[n % templates.length]!;
         await js.publish('bench.raw', stampBody(t, n), { msgID: `raw-${n}` });
@@ -315,6 +318,12 @@ export interface RunResult {
   loadSeconds: number;
   lastAcceptToVisibleMs: number;
   visibleLatency: ReturnType<Prober['summary']>;
+  /**
+   * The baselines' work queue again after the run, at the run's stored rate: a broker at ~100 messages a second
+   * spends more per message than one taking them as fast as they come (the bare work queue of plain bodies: 5.0–5.2
+   * against 2.6 µs of nats-server CPU per execution), so this is the broker's own cost at the service's pace.
+   */
+  workQueueAtStoredRate?: { execPerSec: number; natsMicrosPerExecution: number | null };
   /** The pipeline's batch flushes during the measured load and its drain (flushSummary). */
   flushes: ReturnType<typeof flushSummary>;
   /** Marked executions never listed but found by id. */
@@ -627,6 +636,12 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
         ? `${fmt(baselines.rawWorkQueueExecPerSec)} (its nats-server ${fmt(baselines.rawWorkQueueNatsMicrosPerExecution, 1)} µs CPU per execution)`
         : '–',
     ],
+    [
+      'the same work queue at the stored rate',
+      r.workQueueAtStoredRate
+        ? `its nats-server ${fmt(r.workQueueAtStoredRate.natsMicrosPerExecution, 1)} µs CPU per execution (at ${fmt(r.workQueueAtStoredRate.execPerSec)} exec/s)`
+        : '–',
+    ],
     ['JSON.parse exec/s per thread (ceiling)', fmt(parse)],
     ['stored / JSON.parse one thread', parse ? fmt(r.storedExecPerSec / parse, 2) : '–'],
     [
@@ -788,6 +803,15 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
     for (const [i, setting] of settings.entries()) {
       if (o.sweep) process.stdout.write(`\n── ${o.sweep.variable}=${setting[o.sweep.variable]} ──\n`);
       const r = await runOnce(o, templates, `${run}${i}`, setting, dir);
+      // After the run (the service has stopped), the broker's own cost at the pace the service stored.
+      if (o.baselines && !o.url && r.storedExecPerSec > 0)
+        r.workQueueAtStoredRate = await rawPublishBaseline(
+          dir,
+          templates,
+          o,
+          true,
+          r.storedExecPerSec / o.batch,
+        );
       results.push(r);
       process.stdout.write(`\n${runTable(r, o, baselines)}\n`);
       if (r.service.cpuByThread) {

@@ -147,6 +147,22 @@ describe('batch writer', () => {
       ).rejects.toBeInstanceOf(NotCommitted);
       expect(await temporary()).toEqual([]);
       expect(await journal.isCommitted(delivery)).toBe(false);
+      // A step right before the commit point that throws (the stall seam's place): nothing left either.
+      const stalling = new BatchWriter({
+        dataDir: data,
+        codec: 'uncompressed',
+        journal,
+        encodeThreads: 1,
+        beforeCommitPoint: () => {
+          throw new Error('stalled');
+        },
+      });
+      try {
+        await expect(stalling.write(batch(), [delivery])).rejects.toThrow('stalled');
+      } finally {
+        await stalling.close();
+      }
+      expect(await temporary()).toEqual([]);
       // Then one that commits: its file in place, its message committed, nothing temporary.
       expect((await writer.write(batch(), [delivery])).files).toBe(1);
       expect(await temporary()).toEqual([]);

@@ -370,9 +370,9 @@ export class CommitJournal {
   }
 
   /**
-   * Starts writing an entry's temporary file (and its fsync), so a batch's files are encoded meanwhile: each is an
-   * ext4 journal commit, and one commit waits for the other instead of one after the other. Nothing is committed
-   * until `commit`; a batch that fails before that `discard`s it.
+   * Starts writing an entry's temporary file (and its fsync) while the batch's files are encoded and fsynced: the
+   * two fsyncs (each a journal commit on ext4) overlap instead of following each other. Nothing is committed until
+   * `commit`; a batch that fails before that `discard`s it.
    */
   prepare(entry: CommitEntry): PreparedEntry {
     const text = JSON.stringify(entry);

@@ -332,7 +332,8 @@ export interface RunResult {
   /**
    * The baselines' work queue again after the run, at the run's stored rate: a broker at ~100 messages a second
    * spends more per message than one taking them as fast as they come (the bare work queue of plain bodies: 5.0–5.2
-   * against 2.6 µs of nats-server CPU per execution), so this is the broker's own cost at the service's pace.
+   * against 2.6 µs of nats-server CPU per execution), so this is what the service's pattern costs the broker at its
+   * pace: a lower bound of the service's nats-server (which also serves its KV buckets and the probe).
    */
   workQueueAtStoredRate?: { execPerSec: number; natsMicrosPerExecution: number | null };
   /** The pipeline's batch flushes during the measured load and its drain (flushSummary). */

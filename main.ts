@@ -198,7 +198,11 @@ async function wire(
  * `npm start` and the benchmarks start `dist/main.js` with.
  */
 export function nodeFlags(env: Record<string, string | undefined> = process.env): string[] {
-  return loadConfig(env).singleThreadedGc ? ['--single-threaded-gc'] : [];
+  const config = loadConfig(env);
+  return [
+    ...(config.singleThreadedGc ? ['--single-threaded-gc'] : []),
+    ...(config.INITIAL_OLD_SPACE_MB > 0 ? [`--initial-old-space-size=${config.INITIAL_OLD_SPACE_MB}`] : []),
+  ];
 }
 
 /** What JetStream answers while a cluster elects a leader (a node was lost, or the cluster is starting). */

@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { nodeFlags } from '../../main.js';
 import { ConfigError, loadConfig } from '../../schemas/config.js';
 
 describe('config', () => {
@@ -47,5 +49,15 @@ describe('config', () => {
     expect(attempt({ NATS_URL: 'not a url' })).toMatch(/NATS_URL/);
     expect(attempt({ PAGE_SIZE_DEFAULT: '300' })).toMatch(/PAGE_SIZE_DEFAULT/);
     expect(attempt({ PARQUET_COMPRESSION: 'lz4' })).toMatch(/PARQUET_COMPRESSION/);
+  });
+
+  it('gives the V8 flags it is configured with, and this Node accepts them', () => {
+    expect(nodeFlags({ SINGLE_THREADED_GC: 'false', INITIAL_OLD_SPACE_MB: '0' })).toEqual([]);
+    const flags = nodeFlags({ SINGLE_THREADED_GC: 'true' });
+    expect(flags).toEqual(['--single-threaded-gc', '--initial-old-space-size=128']);
+    // Node refuses a flag it does not know (exit 9): the service would not start.
+    const run = spawnSync(process.execPath, [...flags, '-e', 'process.exit(0)'], { encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
   });
 });

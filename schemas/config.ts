@@ -70,11 +70,12 @@ export const configSchema = z.object({
    */
   SINGLE_THREADED_GC: z.enum(['auto', 'true', 'false']).default('auto'),
   /**
-   * V8's `--initial-old-space-size` (MB; 0: V8's own): the old generation may grow this far before its first full
-   * collection. V8 set the main thread's limit about 10 % above the ~33 MB it kept live, so under load it marked its
-   * whole old space every ~0.35 s (36 full collections in a 20 s run, 2 s of incremental marking); at 128, one.
+   * V8's `--initial-old-space-size` (MB; 0: V8's own), for every thread (V8 flags are per process): the old
+   * generation may grow this far before V8 sizes it from what survives. V8 set the main thread's limit about 10 %
+   * above the ~33 MB it kept live, so under load it marked its whole old space every ~0.35 s (36 full collections
+   * in a 20 s run, 2 s of incremental marking); at 128, one in 20 s, about 7 a minute.
    */
-  INITIAL_OLD_SPACE_MB: int(128, 0, 65_536),
+  INITIAL_OLD_SPACE_MB: int(128, 0, 4096),
   /** Parquet encoder worker threads (each flush encodes its partitions in parallel up to this many). */
   ENCODE_WORKERS: int(1, 1, 64),
   /** Messages the consumer keeps in flight (fetched, not yet committed). */

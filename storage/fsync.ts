@@ -36,21 +36,17 @@ export async function writeTemporary(tmp: string, text: string): Promise<void> {
  * Puts `text` at `target` unless something is there already, atomically and durably: a temporary file, fsynced,
  * hard-linked to `target` (which fails when it exists, on a local disk as on NFS), its directory fsynced. Answers
  * null when `text` is what is there now, or what was there before it. A hard link, not a rename: a rename
- * replaces. `beforeLink` runs right before the link, once the file is durable, and may throw to stop it.
+ * replaces.
  */
-export async function publishExclusively(
-  target: string,
-  text: string,
-  tmp: string,
-  beforeLink?: () => void,
-): Promise<string | null> {
+export async function publishExclusively(target: string, text: string, tmp: string): Promise<string | null> {
   await writeTemporary(tmp, text);
-  return linkExclusively(target, text, tmp, beforeLink);
+  return linkExclusively(target, text, tmp);
 }
 
 /**
  * The rest of publishExclusively, once `tmp` holds `text` durably (writeTemporary): links it to `target` unless
- * something is there, removes `tmp` whatever happens, and fsyncs the directory.
+ * something is there, removes `tmp` whatever happens, and fsyncs the directory. `beforeLink` runs right before the
+ * link and may throw to stop it.
  */
 export async function linkExclusively(
   target: string,

@@ -12,11 +12,16 @@ import { decodeJsonCuts } from '../schemas/broker-messages.js';
 export function parseIngestJson(
   bytes: Buffer,
   cutsHeader: string | undefined,
-): { value: unknown; grouped: boolean } {
+  leaveExecutions = false,
+): ParsedIngestJson {
   const lists = cutsHeader ? decodeJsonCuts(cutsHeader) : null;
   if (lists && lists.length > 0) {
     try {
-      return { value: parseGrouped(bytes, lists), grouped: true };
+      const executions = leaveExecutions ? lists.find((l) => l.list === 'executions') : undefined;
+      const value = parseGrouped(bytes, lists, executions?.list);
+      if (executions === undefined) return { value, grouped: true };
+      const { cuts, count } = executions;
+      return { value, grouped: true, executions: { from: cuts[0]!, to: cuts[cuts.length - 1]!, count } };
     } catch {
       // Not as the API said: the whole body, below.
     }
@@ -24,7 +29,22 @@ export function parseIngestJson(
   return { value: JSON.parse(bytes.toString('utf8')), grouped: false };
 }
 
-function parseGrouped(bytes: Buffer, lists: NonNullable<ReturnType<typeof decodeJsonCuts>>): unknown {
+export interface ParsedIngestJson {
+  value: unknown;
+  grouped: boolean;
+  /**
+   * With `leaveExecutions`, when the body has cuts for it: the `executions` array was left out of `value` (an
+   * empty array there), for the direct lane (pipeline/direct-executions.ts): its bytes from just past its `[`
+   * to its `]`, and its item count.
+   */
+  executions?: { from: number; to: number; count: number };
+}
+
+function parseGrouped(
+  bytes: Buffer,
+  lists: NonNullable<ReturnType<typeof decodeJsonCuts>>,
+  leave?: string,
+): unknown {
   const ordered = [...lists].sort((a, b) => a.cuts[0]! - b.cuts[0]!);
   let rest = '';
   let at = 0;
@@ -39,6 +59,7 @@ function parseGrouped(bytes: Buffer, lists: NonNullable<ReturnType<typeof decode
   for (const { list, count, cuts } of ordered) {
     if (!Array.isArray(top[list]) || (top[list] as unknown[]).length !== 0)
       throw new Error(`${list} is not cut`);
+    if (list === leave) continue;
     const items: unknown[] = [];
     for (let g = 0; g + 1 < cuts.length; g++) {
       // The first group starts just past `[`, the others just past the comma that ended the one before.

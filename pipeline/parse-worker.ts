@@ -1,14 +1,13 @@
 import zlib from 'node:zlib';
 import { Piscina } from 'piscina';
 import type { IssueOccurrences } from '../schemas/issues.js';
-import type { Mode, SpanRecord } from '../schemas/records.js';
+import type { Mode, ProcessedPayload, SpanRecord } from '../schemas/records.js';
 import { type ColumnChunk, chunkBuffers } from '../storage/columns.js';
 import { nameThread } from '../storage/worker-file.js';
-import { parseIngestJson } from './grouped-json.js';
+import { processIngestBody } from './ingest-body.js';
 import { parseOtlpFormat } from './otlp/decode.js';
 import { type CumulativeRecord, processOtlp } from './otlp/process.js';
 import { cachedOutcomeRules } from './outcome-rules.js';
-import { processPayload } from './process-payload.js';
 import { toChunks } from './to-columns.js';
 
 nameThread('svc-parse');
@@ -64,7 +63,7 @@ export default function parse(task: ParseTask): ParseResult {
   };
   const options = { classifyRules: cachedOutcomeRules(task.outcomeRules) };
   const otlp = parseOtlpFormat(task.format);
-  let out: ReturnType<typeof processPayload>;
+  let out: ProcessedPayload;
   let spans: SpanRecord[] = [];
   let cumulative: CumulativeRecord[] = [];
   let grouped = false;
@@ -75,9 +74,9 @@ export default function parse(task: ParseTask): ParseResult {
       spans = processed.spans;
       cumulative = processed.cumulative;
     } else {
-      const parsed = parseIngestJson(bytesOf(task), task.jsonCuts);
-      grouped = parsed.grouped;
-      out = processPayload(parsed.value, ctx, options);
+      const ingest = processIngestBody(bytesOf(task), task.jsonCuts, ctx, options, task.indexedKeys);
+      out = ingest.out;
+      grouped = ingest.grouped;
     }
   } catch (err) {
     // The API checked the body before accepting it, so this is a body it could read and we cannot: keep a

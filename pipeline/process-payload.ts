@@ -18,6 +18,7 @@ import type {
   ProcessedPayload,
 } from '../schemas/records.js';
 import { type Classification, type ClassifyRules, classifyExecution } from './classify.js';
+import { type DirectExecutions, TAKEN } from './direct-executions.js';
 import { FAST_PATH, type FastPath } from './fast-items.js';
 import { endpointTemplate, failureTypeOf, fingerprintParts, issueIdOf, issueTitle } from './fingerprint.js';
 import { deterministicUlid, fillResourceDefaults, type ResourceDefaults } from './normalize.js';
@@ -349,15 +350,29 @@ function toMetricRecord(item: MetricPoint): MetricRecord {
  * execution's defaults filled in place (idempotently); nothing else in it is changed.
  * Output order: executions as sent; logs = the executions' inline logs (in execution order), then the
  * top-level logs; metrics as sent.
+ *
+ * `direct`: the body's execution items, still as bytes (the payload's `executions` then an empty array), read
+ * by the direct lane; the items it declines are processed here. It throws when those bytes are not the list
+ * they were said to be: the caller then processes the body parsed whole.
  */
 export function processPayload(
   payload: unknown,
   ctx: ProcessContext,
   options: ProcessOptions = {},
+  direct?: DirectExecutions,
 ): ProcessedPayload {
   if (!isObject(payload)) return { executions: [], logs: [], metrics: [], rejections: [], issues: [] };
   const resource = isObject(payload.resource) ? payload.resource : undefined;
   const processor = new PayloadProcessor(ctx, resource, options);
+  if (direct !== undefined) {
+    direct.useResource(resource);
+    const { executions, logs } = processor.out;
+    for (let i = 0; i < direct.count; i++) {
+      const raw = direct.next(i, executions, logs);
+      if (raw !== TAKEN) processor.execution(raw, i);
+    }
+    direct.finish();
+  }
   const executions = Array.isArray(payload.executions) ? payload.executions : NO_ITEMS;
   for (let i = 0; i < executions.length; i++) processor.execution(executions[i], i);
   const logs = Array.isArray(payload.logs) ? payload.logs : NO_ITEMS;

@@ -151,7 +151,7 @@ export function toChunks(
   const paths = splitPaths(indexedKeys);
   for (const r of out.executions) {
     const cells = executionCells(r, m);
-    const context = indexedKeys.length > 0 ? contextCells(r.contextTree, paths) : [];
+    const context = indexedKeys.length > 0 ? (r.indexedContext ?? contextCells(r.contextTree, paths)) : [];
     cells.push(...context);
     set.add('executions', r.startedAt, cells);
     if (r.issueId !== null) set.add('failures', r.startedAt, [...failureCells(r, r.issueId, m), ...context]);

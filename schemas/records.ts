@@ -50,6 +50,8 @@ export interface ExecutionRecord {
   context: string | null;
   /** The same scrubbed context as an object, for the indexed-context columns; not stored as such. */
   contextTree?: unknown;
+  /** Those columns' cells already made (by the direct lane, pipeline/direct-executions.ts), in their order. */
+  indexedContext?: (string | number | boolean | null)[];
   request: string | null;
   response: string | null;
   exception: string | null;

@@ -203,11 +203,17 @@ export class DirectExecutions {
   #flags = 0;
   // The last number read was written as JSON.stringify writes it.
   #canonical = false;
-  // Per depth of the context being read, where its current key's bytes are; and its leaves so far.
-  readonly #keyAt: number[] = [];
-  readonly #keyEnd: number[] = [];
+  // The keys of the objects being read, outermost first: where each one's bytes are, and how many there are
+  // (typed arrays with a count: setting an array's length is a runtime call).
+  #keyAt = new Int32Array(64);
+  #keyEnd = new Int32Array(64);
+  #keys = 0;
+  /** Per depth of the context being read (from 1), the position in #keyAt of the key that leads into it. */
+  readonly #pathIndex = new Int32Array(INGEST_ITEM_LIMITS.contextMaxDepth + 1);
   #leaves = 0;
+  /** The indexed-context cells of the item being read, and their starting value (all null). */
   #cells: (string | number | boolean | null)[] = [];
+  readonly #noCells: (string | number | boolean | null)[];
 
   constructor(
     bytes: Buffer,
@@ -222,6 +228,7 @@ export class DirectExecutions {
     this.#mode = ctx.mode;
     this.#requestId = ctx.requestId;
     this.#paths = indexedPaths.map((parts) => parts.map((p) => Buffer.from(p, 'latin1')));
+    this.#noCells = new Array<null>(this.#paths.length * 3).fill(null);
   }
 
   /** The envelope's resource, whose service, environment and mode fill what an item leaves out. */
@@ -429,8 +436,7 @@ export class DirectExecutions {
     let request: string | null = null;
     let context: string | null = null;
     let pending: PendingLog[] | null = null;
-    this.#cells = [];
-    for (const _ of this.#paths) this.#cells.push(null, null, null);
+    this.#cells = this.#noCells.slice();
     this.#ws();
     if (b[this.#i] === CLOSE_OBJECT) return false;
     for (;;) {
@@ -782,12 +788,22 @@ export class DirectExecutions {
     if (s1 - s0 === 9 && b.toString('latin1', s0, s1) === '__proto__') return false;
     if (sensitiveKey(b, s0, s1)) return false;
     // Duplicates: the other keys of this object so far.
-    for (let k = first; k < this.#keyAt.length; k++) {
+    const keys = this.#keys;
+    for (let k = first; k < keys; k++) {
       const at = this.#keyAt[k]!;
       if (this.#keyEnd[k]! - at === s1 - s0 && b.compare(b, s0, s1, at, this.#keyEnd[k]!) === 0) return false;
     }
-    this.#keyAt.push(s0);
-    this.#keyEnd.push(s1);
+    if (keys === this.#keyAt.length) {
+      const at = new Int32Array(keys * 2);
+      const end = new Int32Array(keys * 2);
+      at.set(this.#keyAt);
+      end.set(this.#keyEnd);
+      this.#keyAt = at;
+      this.#keyEnd = end;
+    }
+    this.#keyAt[keys] = s0;
+    this.#keyEnd[keys] = s1;
+    this.#keys = keys + 1;
     return b[this.#i++] === COLON;
   }
 
@@ -796,7 +812,7 @@ export class DirectExecutions {
     const b = this.#b;
     if (b[this.#i] !== OPEN_OBJECT) return false;
     this.#i++;
-    const first = this.#keyAt.length;
+    const first = this.#keys;
     try {
       if (b[this.#i] === CLOSE_OBJECT) {
         this.#i++;
@@ -820,8 +836,7 @@ export class DirectExecutions {
         if (c !== COMMA) return false;
       }
     } finally {
-      this.#keyAt.length = first;
-      this.#keyEnd.length = first;
+      this.#keys = first;
     }
   }
 
@@ -842,7 +857,7 @@ export class DirectExecutions {
     const b = this.#b;
     if (depth > INGEST_ITEM_LIMITS.contextMaxDepth || b[this.#i] !== OPEN_OBJECT) return false;
     this.#i++;
-    const first = this.#keyAt.length;
+    const first = this.#keys;
     try {
       if (b[this.#i] === CLOSE_OBJECT) {
         this.#i++;
@@ -852,7 +867,8 @@ export class DirectExecutions {
         if (!this.#objectKey(first)) return false;
         if (b[this.#i] === OPEN_OBJECT) {
           // The key just read leads into the nested object, whose keys go after it.
-          if (!this.#nested(depth, this.#keyAt.length - 1)) return false;
+          this.#pathIndex[depth] = this.#keys - 1;
+          if (!this.#scalarTree(depth + 1)) return false;
         } else {
           this.#leaves++;
           if (!this.#leaf(depth)) return false;
@@ -862,23 +878,9 @@ export class DirectExecutions {
         if (next !== COMMA) return false;
       }
     } finally {
-      this.#keyAt.length = first;
-      this.#keyEnd.length = first;
+      this.#keys = first;
     }
   }
-
-  /** A nested object, led into by the key at #keyAt[at]. */
-  #nested(depth: number, at: number): boolean {
-    this.#pathIndex.push(at);
-    try {
-      return this.#scalarTree(depth + 1);
-    } finally {
-      this.#pathIndex.pop();
-    }
-  }
-
-  /** Per depth of the context being read, the position in #keyAt of the key that leads into it. */
-  readonly #pathIndex: number[] = [];
 
   /** A context leaf at `depth`, its key the last in #keyAt: checked, and put in the cells of its indexed path. */
   #leaf(depth: number): boolean {
@@ -914,7 +916,7 @@ export class DirectExecutions {
     const b = this.#b;
     const last = parts.length - 1;
     for (let d = 0; d <= last; d++) {
-      const k = d === last ? this.#keyAt.length - 1 : this.#pathIndex[d]!;
+      const k = d === last ? this.#keys - 1 : this.#pathIndex[d + 1]!;
       const at = this.#keyAt[k]!;
       const part = parts[d]!;
       if (this.#keyEnd[k]! - at !== part.length) return false;

@@ -22,12 +22,14 @@ import { MAX_STRING_LENGTH } from './scrub.js';
  * - an item it takes gives the record (and inline log records) that JSON.parse, the fast path of
  *   pipeline/fast-items.ts (or zod), the scrub and the classification give for the same bytes;
  * - it takes an item only when no scrubbing would change it (no `svc_` anywhere, no string over
- *   MAX_STRING_LENGTH, no sensitive key in request headers, query or context), its outcome is not `failed`
- *   (failures go through the fingerprint stage), and request, context and inline logs are of the plain shapes
- *   below; response, exception, outcomeEvidence and fingerprint must be absent or null;
- * - request and context are stored as the item's own bytes, which must then be exactly what JSON.stringify of
- *   the parsed value writes: ASCII without escapes or whitespace, keys unique and in an order an object keeps
- *   (no integer-like keys), numbers as JavaScript writes them; request's keys in the schema's order.
+ *   MAX_STRING_LENGTH, no sensitive key in request headers, query or context), the workspace has no outcome
+ *   rules (the caller's choice, ingest-body.ts), request, context, exception and inline logs are of the plain
+ *   shapes below, and response, outcomeEvidence and fingerprint are absent or null. A failed one is classified
+ *   here and its fingerprint stage run by the caller (`failure`);
+ * - request, context and exception are stored as the item's own bytes (UTF-8 decoded), which must then be
+ *   exactly what JSON.stringify of the parsed value writes: no whitespace, escapes only as it writes them, keys
+ *   plain ASCII, unique and in an order an object keeps (no integer-like keys), numbers as JavaScript writes
+ *   them; request's and exception's keys in the schema's order.
  *
  * test/unit/direct-executions.test.ts checks the agreement on generated bodies, each written out in many
  * equivalent spellings (whitespace, escapes, number forms), byte for byte on the column chunks.
@@ -54,6 +56,16 @@ const ESCAPED = 1;
 const NON_ASCII = 2;
 /** Holds `svc_`, which the scrub would look at. */
 const SERVICE_KEY = 4;
+/** Holds an escape JSON.stringify would not write (`\/`, `\u0041`…): the decoded string is written otherwise. */
+const ODD_ESCAPE = 8;
+
+/** Control characters JSON.stringify writes with a short escape (\b \t \n \f \r), not as \u00XY. */
+const SHORT_ESCAPED = new Set([0x08, 0x09, 0x0a, 0x0c, 0x0d]);
+const LOWER_HEX = new Uint8Array(256).fill(0xff);
+for (const [k, c] of [...'0123456789abcdef'].entries()) LOWER_HEX[c.charCodeAt(0)] = k;
+/** The letters JSON.stringify puts after a backslash, besides `u`: " \ b f n r t. */
+const SHORT_ESCAPE = new Uint8Array(256);
+for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 
 const L = INGEST_STRING_LIMITS;
 /** Exact powers of ten: a mantissa below 2^53 divided by one is the correctly rounded value, as JSON.parse's. */
@@ -100,6 +112,7 @@ const LF = Object.fromEntries(LOG_FIELDS.map((name, i) => [name, i])) as Record<
 >;
 
 const REQUEST_FIELDS = ['route', 'headers', 'query'] as const;
+const EXCEPTION_FIELDS = ['type', 'message', 'stack', 'handled', 'frames'] as const;
 
 /** Names by length, for matching a key's bytes without making a string of it. */
 function keyTable(names: readonly string[]): { bytes: Uint8Array; index: number }[][] {
@@ -113,6 +126,7 @@ function keyTable(names: readonly string[]): { bytes: Uint8Array; index: number 
 const ITEM_KEYS = keyTable(FIELDS);
 const LOG_KEYS = keyTable(LOG_FIELDS);
 const REQUEST_KEYS = keyTable(REQUEST_FIELDS);
+const EXCEPTION_KEYS = keyTable(EXCEPTION_FIELDS);
 
 function keyIndex(table: ReturnType<typeof keyTable>, b: Buffer, at: number, length: number): number {
   const candidates = table[length];
@@ -167,6 +181,21 @@ function sensitiveKey(b: Buffer, at: number, end: number): boolean {
   return false;
 }
 
+/** An exception of the plain shape (no frames), decoded. */
+export interface DirectException {
+  type: string;
+  message: string;
+  stack: string | null;
+  handled: boolean | null;
+  frames: null;
+}
+
+export interface DirectFailure {
+  record: ExecutionRecord;
+  exception: DirectException | null;
+  route: string | null;
+}
+
 /** Pending inline log of a taken item: its fields, turned into a record once the item's own are known. */
 interface PendingLog {
   timestamp: number;
@@ -193,6 +222,11 @@ export class DirectExecutions {
   readonly count: number;
   /** Items taken so far. */
   taken = 0;
+  /**
+   * The last item taken, when it failed: what the fingerprint stage reads besides its record (the caller runs
+   * that stage: process-payload.ts). Null when it did not fail.
+   */
+  failure: DirectFailure | null = null;
   readonly #mode: Mode;
   readonly #requestId: string;
   readonly #paths: Uint8Array[][];
@@ -211,6 +245,10 @@ export class DirectExecutions {
   /** Per depth of the context being read (from 1), the position in #keyAt of the key that leads into it. */
   readonly #pathIndex = new Int32Array(INGEST_ITEM_LIMITS.contextMaxDepth + 1);
   #leaves = 0;
+  /** The flags of the strings read since it was last cleared (for a stored object: whether to decode UTF-8). */
+  #sliceFlags = 0;
+  /** The request's route, when the item has one. */
+  #route: string | null = null;
   /** The indexed-context cells of the item being read, and their starting value (all null). */
   #cells: (string | number | boolean | null)[] = [];
   readonly #noCells: (string | number | boolean | null)[];
@@ -309,7 +347,18 @@ export class DirectExecutions {
       if (c === QUOTE) break;
       if (c === BACKSLASH) {
         flags |= ESCAPED;
-        j += 2;
+        const e = b[j + 1]!;
+        if (e === 0x75) {
+          // Canonical only as \u00XY (lower-case hex) for a control character without a short escape.
+          const hi = LOWER_HEX[b[j + 4]!]!;
+          const code = hi * 16 + LOWER_HEX[b[j + 5]!]!;
+          if (b[j + 2] !== ZERO || b[j + 3] !== ZERO || hi > 1 || code > 0x1f || SHORT_ESCAPED.has(code))
+            flags |= ODD_ESCAPE;
+          j += 6;
+        } else {
+          if (SHORT_ESCAPE[e] !== 1) flags |= ODD_ESCAPE;
+          j += 2;
+        }
         continue;
       }
       if (c === undefined || c < 0x20) return false;
@@ -436,6 +485,9 @@ export class DirectExecutions {
     let request: string | null = null;
     let context: string | null = null;
     let pending: PendingLog[] | null = null;
+    let exception: DirectException | null = null;
+    let exceptionText: string | null = null;
+    this.#route = null;
     this.#cells = this.#noCells.slice();
     this.#ws();
     if (b[this.#i] === CLOSE_OBJECT) return false;
@@ -503,8 +555,7 @@ export class DirectExecutions {
             if (v !== null && !SOURCES.has(v)) return false;
             source = v;
           } else {
-            // A failed execution goes through the fingerprint stage.
-            if (v !== null && v !== 'success' && v !== 'unknown') return false;
+            if (v !== null && v !== 'success' && v !== 'unknown' && v !== 'failed') return false;
             outcome = v;
           }
           break;
@@ -534,18 +585,30 @@ export class DirectExecutions {
         case F.request: {
           if (this.#literal('null')) break;
           const from = this.#i;
+          this.#sliceFlags = 0;
           if (!this.#request()) return false;
-          request = b.toString('latin1', from, this.#i);
+          request = this.#slice(from);
           break;
         }
         case F.context: {
           if (this.#literal('null')) break;
           const from = this.#i;
           this.#leaves = 0;
+          this.#sliceFlags = 0;
           if (!this.#scalarTree(1)) return false;
           if (this.#leaves > INGEST_ITEM_LIMITS.contextMaxLeaves) return false;
-          if (this.#i - from > INGEST_ITEM_LIMITS.contextMaxChars) return false;
-          context = b.toString('latin1', from, this.#i);
+          context = this.#slice(from);
+          // JSON.stringify's length, in UTF-16 code units.
+          if (context.length > INGEST_ITEM_LIMITS.contextMaxChars) return false;
+          break;
+        }
+        case F.exception: {
+          if (this.#literal('null')) break;
+          const from = this.#i;
+          this.#sliceFlags = 0;
+          exception = this.#exception();
+          if (exception === null) return false;
+          exceptionText = this.#slice(from);
           break;
         }
         case F.logs: {
@@ -555,7 +618,7 @@ export class DirectExecutions {
           break;
         }
         default:
-          // response, exception, outcomeEvidence, fingerprint: only when null.
+          // response, outcomeEvidence, fingerprint: only when null.
           if (!this.#literal('null')) return false;
       }
       this.#ws();
@@ -583,11 +646,16 @@ export class DirectExecutions {
     if (endpoint === null || startedAt < 0) return false;
     const took = durationMs ?? duration;
     if (took === null) return false;
-    // Classification (classify.ts) without rules, exception, evidence or response fields.
+    // Classification (classify.ts) without rules, evidence or response fields.
     let reason: string;
     if (outcome !== null) reason = 'sdk';
-    else if (statusCode !== null) {
-      if (statusCode >= 500) return false;
+    else if (exception !== null && exception.handled !== true) {
+      outcome = 'failed';
+      reason = 'exception';
+    } else if (statusCode !== null && statusCode >= 500) {
+      outcome = 'failed';
+      reason = 'status_5xx';
+    } else if (statusCode !== null) {
       outcome = 'success';
       reason = 'status';
     } else {
@@ -609,13 +677,13 @@ export class DirectExecutions {
       statusCode,
       outcome: outcome as ExecutionRecord['outcome'],
       outcomeReason: reason,
-      exceptionType: null,
-      exceptionMessage: null,
+      exceptionType: exception?.type ?? null,
+      exceptionMessage: exception?.message ?? null,
       context,
       contextTree: null,
       request,
       response: null,
-      exception: null,
+      exception: exceptionText,
       outcomeEvidence: null,
       fingerprint: null,
       issueId: null,
@@ -625,6 +693,7 @@ export class DirectExecutions {
       indexedContext: this.#cells,
     };
     executions.push(record);
+    this.failure = outcome === 'failed' ? { record, exception, route: this.#route } : null;
     if (pending !== null) {
       for (const p of pending) {
         logs.push({
@@ -761,6 +830,7 @@ export class DirectExecutions {
       if (!this.#literal('null')) {
         if (field === 0) {
           if (!this.#canonicalString()) return false;
+          this.#route = this.#stringValue();
         } else if (!this.#flatObject(field === 1)) return false;
       }
       const c = b[this.#i++];
@@ -769,9 +839,59 @@ export class DirectExecutions {
     }
   }
 
-  /** A string JSON.stringify would write as it is here, that the scrub leaves alone. */
+  /**
+   * An exception written as JSON.stringify writes the fast path's copy (fast-items.ts fastException): type and
+   * message, then stack, handled and frames (null only) when present, in that order, no whitespace.
+   */
+  #exception(): DirectException | null {
+    const b = this.#b;
+    if (b[this.#i] !== OPEN_OBJECT) return null;
+    this.#i++;
+    const out: DirectException = { type: '', message: '', stack: null, handled: null, frames: null };
+    let last = -1;
+    for (;;) {
+      if (!this.#string() || this.#flags !== 0) return null;
+      const field = keyIndex(EXCEPTION_KEYS, b, this.#s0, this.#s1 - this.#s0);
+      // type, then message, then the others in order.
+      if (field <= last || (last < 1 && field !== last + 1)) return null;
+      last = field;
+      if (b[this.#i++] !== COLON) return null;
+      if (field <= 2) {
+        if (field === 2 && this.#literal('null')) out.stack = null;
+        else {
+          if (!this.#canonicalString()) return null;
+          const text = this.#stringValue();
+          if (field === 0) {
+            if (text.length === 0) return null;
+            out.type = text;
+          } else if (field === 1) out.message = text;
+          else out.stack = text;
+        }
+      } else if (field === 3) {
+        if (this.#literal('true')) out.handled = true;
+        else if (this.#literal('false')) out.handled = false;
+        else if (!this.#literal('null')) return null;
+      } else if (!this.#literal('null')) return null;
+      const c = b[this.#i++];
+      if (c === CLOSE_OBJECT) return last >= 1 ? out : null;
+      if (c !== COMMA) return null;
+    }
+  }
+
+  /**
+   * A string JSON.stringify would write as it is here (its escapes as it writes them; other characters as they
+   * are, UTF-8 decoded), that the scrub leaves alone. Adds its flags to #sliceFlags.
+   */
   #canonicalString(): boolean {
-    return this.#string() && this.#flags === 0 && this.#s1 - this.#s0 <= MAX_STRING_LENGTH;
+    if (!this.#string()) return false;
+    const flags = this.#flags;
+    this.#sliceFlags |= flags;
+    return (flags & (ODD_ESCAPE | SERVICE_KEY)) === 0 && this.#s1 - this.#s0 <= MAX_STRING_LENGTH;
+  }
+
+  /** The bytes from `from` to #i (an object read with #canonicalString's strings) as the text they decode to. */
+  #slice(from: number): string {
+    return this.#b.toString((this.#sliceFlags & NON_ASCII) !== 0 ? 'utf8' : 'latin1', from, this.#i);
   }
 
   /**
@@ -780,7 +900,8 @@ export class DirectExecutions {
    */
   #objectKey(first: number): boolean {
     const b = this.#b;
-    if (!this.#canonicalString()) return false;
+    // Keys as plain ASCII: two spellings could otherwise decode to one key.
+    if (!this.#canonicalString() || this.#flags !== 0) return false;
     const s0 = this.#s0;
     const s1 = this.#s1;
     const c = b[s0];
@@ -903,8 +1024,8 @@ export class DirectExecutions {
       const parts = paths[p]!;
       if (parts.length !== depth || !this.#onPath(parts)) continue;
       if (c === QUOTE) {
-        if (this.#s1 - this.#s0 <= MAX_INDEXED_STRING)
-          this.#cells[p * 3] = b.toString('latin1', this.#s0, this.#s1);
+        const text = this.#stringValue();
+        if (text.length <= MAX_INDEXED_STRING) this.#cells[p * 3] = text;
       } else if (typeof value === 'number') this.#cells[p * 3 + 1] = value;
       else if (typeof value === 'boolean') this.#cells[p * 3 + 2] = value;
     }

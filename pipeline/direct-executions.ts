@@ -68,6 +68,11 @@ const SHORT_ESCAPE = new Uint8Array(256);
 for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 
 const L = INGEST_STRING_LIMITS;
+/**
+ * Keys of one stored object the lane reads; one with more is declined. Each key is compared with the others of its
+ * object for repeats, so this keeps the reading linear in the bytes whatever the body.
+ */
+const MAX_OBJECT_KEYS = 64;
 /** Exact powers of ten: a mantissa below 2^53 divided by one is the correctly rounded value, as JSON.parse's. */
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
 const EXECUTION_ID_CHAR = new Uint8Array(128);
@@ -492,15 +497,9 @@ export class DirectExecutions {
     this.#ws();
     if (b[this.#i] === CLOSE_OBJECT) return false;
     for (;;) {
-      this.#ws();
-      if (!this.#string() || this.#flags !== 0) return false;
-      const field = keyIndex(ITEM_KEYS, b, this.#s0, this.#s1 - this.#s0);
-      if (field < 0 || (seen & (1 << field)) !== 0) return false;
+      const field = this.#member(ITEM_KEYS, seen);
+      if (field < 0) return false;
       seen |= 1 << field;
-      this.#ws();
-      if (b[this.#i] !== COLON) return false;
-      this.#i++;
-      this.#ws();
       switch (field) {
         case F.executionId: {
           if (this.#literal('null')) break;
@@ -596,7 +595,6 @@ export class DirectExecutions {
           this.#leaves = 0;
           this.#sliceFlags = 0;
           if (!this.#scalarTree(1)) return false;
-          if (this.#leaves > INGEST_ITEM_LIMITS.contextMaxLeaves) return false;
           context = this.#slice(from);
           // JSON.stringify's length, in UTF-16 code units.
           if (context.length > INGEST_ITEM_LIMITS.contextMaxChars) return false;
@@ -715,6 +713,23 @@ export class DirectExecutions {
     return true;
   }
 
+  /**
+   * The next member's key (whitespace around it allowed) as its index in `table`, #i at its value; -1 when the key
+   * is not one of the table's written plainly, or is in the `seen` mask already (JSON.parse would keep the last).
+   */
+  #member(table: ReturnType<typeof keyTable>, seen: number): number {
+    const b = this.#b;
+    this.#ws();
+    if (!this.#string() || this.#flags !== 0) return -1;
+    const field = keyIndex(table, b, this.#s0, this.#s1 - this.#s0);
+    if (field < 0 || (seen & (1 << field)) !== 0) return -1;
+    this.#ws();
+    if (b[this.#i] !== COLON) return -1;
+    this.#i++;
+    this.#ws();
+    return field;
+  }
+
   /** epochMsSchema: epoch milliseconds (floored) or RFC 3339 text; -1 when it is neither. */
   #timestamp(): number {
     const b = this.#b;
@@ -761,15 +776,9 @@ export class DirectExecutions {
     this.#ws();
     if (b[this.#i] === CLOSE_OBJECT) return null;
     for (;;) {
-      this.#ws();
-      if (!this.#string() || this.#flags !== 0) return null;
-      const field = keyIndex(LOG_KEYS, b, this.#s0, this.#s1 - this.#s0);
-      if (field < 0 || (seen & (1 << field)) !== 0) return null;
+      const field = this.#member(LOG_KEYS, seen);
+      if (field < 0) return null;
       seen |= 1 << field;
-      this.#ws();
-      if (b[this.#i] !== COLON) return null;
-      this.#i++;
-      this.#ws();
       switch (field) {
         case LF.timestamp:
           timestamp = this.#timestamp();
@@ -910,6 +919,7 @@ export class DirectExecutions {
     if (sensitiveKey(b, s0, s1)) return false;
     // Duplicates: the other keys of this object so far.
     const keys = this.#keys;
+    if (keys - first >= MAX_OBJECT_KEYS) return false;
     for (let k = first; k < keys; k++) {
       const at = this.#keyAt[k]!;
       if (this.#keyEnd[k]! - at === s1 - s0 && b.compare(b, s0, s1, at, this.#keyEnd[k]!) === 0) return false;
@@ -991,8 +1001,7 @@ export class DirectExecutions {
           this.#pathIndex[depth] = this.#keys - 1;
           if (!this.#scalarTree(depth + 1)) return false;
         } else {
-          this.#leaves++;
-          if (!this.#leaf(depth)) return false;
+          if (++this.#leaves > INGEST_ITEM_LIMITS.contextMaxLeaves || !this.#leaf(depth)) return false;
         }
         const next = b[this.#i++];
         if (next === CLOSE_OBJECT) return true;

@@ -45,6 +45,8 @@ function parseGrouped(
   lists: NonNullable<ReturnType<typeof decodeJsonCuts>>,
   leave?: string,
 ): unknown {
+  // A list named twice would be parsed into the value once and, left out for the direct lane, read again.
+  if (new Set(lists.map((l) => l.list)).size !== lists.length) throw new Error('a list cut twice');
   const ordered = [...lists].sort((a, b) => a.cuts[0]! - b.cuts[0]!);
   let rest = '';
   let at = 0;

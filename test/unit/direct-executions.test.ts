@@ -74,10 +74,7 @@ function spell(value: unknown, seed: number, plainness: number): string {
         k++;
       } else if (c >= 0xd800 && c <= 0xdfff) out += `\\u${c.toString(16).padStart(4, '0')}`;
       else if (odd(0.03))
-        out += `\\u${c
-          .toString(16)
-          .padStart(4, odd(0.5) ? '0' : '0')
-          .toUpperCase()}`;
+        out += `\\u${odd(0.5) ? c.toString(16).padStart(4, '0') : c.toString(16).padStart(4, '0').toUpperCase()}`;
       else if (ch === '/' && odd(0.5)) out += '\\/';
       else out += JSON.stringify(ch).slice(1, -1);
     }
@@ -291,7 +288,25 @@ const laneExecution = fc
       ),
       logs: optional(rarely(fc.array(laneLog, { maxLength: 3 }), fc.constant(null))),
       response: optional(rarely(fc.constant(null), pick({ headers: {} }))),
-      exception: optional(rarely(fc.constant(null), pick({ type: 'E', message: 'boom' }))),
+      exception: optional(
+        fc.oneof(
+          fc.constant(null),
+          fc
+            .record(
+              {
+                type: rarely(pick('TypeError', 'TimeoutError'), laneString),
+                message: laneString,
+                stack: optional(rarely(pick('E: m\n    at f (src/a.ts:1:2)', 'é\t"x"'), fc.constant(null))),
+                handled: optional(pick(true, false, null)),
+              },
+              { requiredKeys: ['type', 'message'] },
+            )
+            .map((e) => build(Object.entries(e).filter(([, v]) => v !== undefined))),
+        ),
+      ),
+      parentSpanId: optional(rarely(laneString, fc.constant(null))),
+      fingerprint: optional(rarely(fc.constant(null), pick(['a']))),
+      outcomeEvidence: optional(rarely(fc.constant(null), pick([{ kind: 'k', verdict: 'failed' }]))),
     },
     { requiredKeys: ['service', 'endpoint', 'startedAt', 'durationMs'] },
   )
@@ -307,6 +322,7 @@ const lanePayload = fc.record(
       fc.record(
         {
           service: optional(rarely(laneString, fc.constant(null))),
+          environment: optional(rarely(pick('staging'), laneString, fc.constant(null))),
           mode: optional(rarely(pick('test'), pick<unknown>('live', 1))),
         },
         { requiredKeys: [] },
@@ -338,6 +354,8 @@ const withContext = (context: unknown) => text({ ...BASE, context });
 const withRequest = (request: unknown) => text({ ...BASE, request });
 const withLog = (log: Obj) => text({ ...BASE, logs: [log] });
 const withException = (exception: Obj) => text({ ...BASE, exception });
+/** 256 leaves in objects of at most 64 keys. */
+const nested256 = () => Object.fromEntries(Array.from({ length: 4 }, (_, k) => [`g${k}`, manyLeaves(64)]));
 /** `body` with `mark` replaced by bytes that are not UTF-8: a lone surrogate's, a stray continuation byte. */
 const notUtf8 = (body: string, mark: string) => {
   const [before, after] = body.split(mark) as [string, string];
@@ -384,8 +402,20 @@ const CASES: [string, string | Buffer, 0 | 1][] = [
     ),
     1,
   ],
-  ['256 leaves', withContext(manyLeaves(256)), 1],
-  ['257 leaves', withContext(manyLeaves(257)), 0],
+  ['256 leaves', withContext(nested256()), 1],
+  ['64 keys in one object', withContext(manyLeaves(64)), 1],
+  ['65 keys in one object (declined before a quadratic check of repeats)', withContext(manyLeaves(65)), 0],
+  [
+    '65 headers',
+    withRequest({ headers: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`h${i}`, 'v'])) }),
+    0,
+  ],
+  [
+    '100,000 empty objects',
+    withContext(Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`k${i}`, {}]))),
+    0,
+  ],
+  ['257 leaves', withContext({ ...nested256(), more: 1 }), 0],
   ['depth 8', nestedContext(8), 1],
   ['depth 9', nestedContext(9), 0],
   ['64 KiB of context', withContext(sizedContext(INGEST_ITEM_LIMITS.contextMaxChars)), 1],

@@ -31,10 +31,20 @@ function failingField(fields: Readonly<Record<string, Scalar>>): string | null {
   return null;
 }
 
+/** What steps 2 on of the classification read of an execution. */
+export type ClassifyEvidence = Pick<
+  ExecutionItem,
+  'outcome' | 'exception' | 'statusCode' | 'outcomeEvidence' | 'response'
+>;
+
 /** CONTRACT §5 "Outcome classification": the first step that applies wins. */
 export function classifyExecution(execution: ExecutionItem, rules?: ClassifyRules): Classification {
   const byRule = rules?.(execution);
-  if (byRule != null) return byRule;
+  return byRule ?? classifyByEvidence(execution);
+}
+
+/** Steps 2 on of the classification: the SDK's verdict, the exception, the status, the evidence, the fields. */
+export function classifyByEvidence(execution: ClassifyEvidence): Classification {
   if (execution.outcome != null) return { outcome: execution.outcome, reason: 'sdk' };
   if (execution.exception != null && execution.exception.handled !== true) {
     return { outcome: 'failed', reason: 'exception' };

@@ -1,4 +1,9 @@
-import { epochMsOf, INGEST_ITEM_LIMITS, INGEST_STRING_LIMITS } from '../schemas/ingest-items.js';
+import {
+  EXECUTION_ID_RE,
+  epochMsOf,
+  INGEST_ITEM_LIMITS,
+  INGEST_STRING_LIMITS,
+} from '../schemas/ingest-items.js';
 import {
   EXECUTION_SOURCES,
   type ExecutionRecord,
@@ -7,10 +12,12 @@ import {
   type LogLevel,
   type LogRecord,
   type Mode,
+  type Outcome,
 } from '../schemas/records.js';
 import { MAX_INDEXED_STRING } from '../storage/context-columns.js';
+import { classifyByEvidence } from './classify.js';
 import { deterministicUlid, type ResourceDefaults } from './normalize.js';
-import { MAX_STRING_LENGTH } from './scrub.js';
+import { MAX_STRING_LENGTH, SENSITIVE_KEY_WORDS } from './scrub.js';
 
 /**
  * The direct lane: the execution items of an /api/ingest body read straight from its bytes into records, for
@@ -75,10 +82,6 @@ const L = INGEST_STRING_LIMITS;
 const MAX_OBJECT_KEYS = 64;
 /** Exact powers of ten: a mantissa below 2^53 divided by one is the correctly rounded value, as JSON.parse's. */
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
-const EXECUTION_ID_CHAR = new Uint8Array(128);
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-') {
-  EXECUTION_ID_CHAR[c.charCodeAt(0)] = 1;
-}
 const SOURCES: ReadonlySet<string> = new Set(EXECUTION_SOURCES);
 const LEVELS: ReadonlySet<string> = new Set(LOG_LEVELS);
 
@@ -145,8 +148,8 @@ function keyIndex(table: ReturnType<typeof keyTable>, b: Buffer, at: number, len
   return -1;
 }
 
-/** Lower-cases an ASCII letter's byte (other bytes come out changed too, but never as a letter). */
-const lower = (c: number) => c | 0x20;
+/** An ASCII upper-case letter's byte lower-cased; any other byte as it is. */
+const lower = (c: number) => (c >= 0x41 && c <= 0x5a ? c | 0x20 : c);
 
 function wordAt(b: Buffer, at: number, end: number, word: string): boolean {
   if (at + word.length > end) return false;
@@ -154,34 +157,19 @@ function wordAt(b: Buffer, at: number, end: number, word: string): boolean {
   return true;
 }
 
+/** scrub.ts's SENSITIVE_KEY_WORDS by their first letter (lower-case). */
+const SENSITIVE_BY_LETTER: string[][] = Array.from({ length: 128 }, () => []);
+for (const word of SENSITIVE_KEY_WORDS) SENSITIVE_BY_LETTER[word.charCodeAt(0)]!.push(word);
+
 /**
- * scrub.ts's SENSITIVE_KEY_RE (password|passwd|secret|token|api[-_]?key|authorization|cookie, any case) on an
- * ASCII key's bytes. Every header scrubHeaders drops also matches it.
+ * Whether an ASCII key's bytes hold one of scrub.ts's SENSITIVE_KEY_WORDS in any letter case, as its
+ * SENSITIVE_KEY_RE tests a key. Every header scrubHeaders drops also holds one.
  */
 function sensitiveKey(b: Buffer, at: number, end: number): boolean {
   for (let j = at; j < end; j++) {
-    switch (lower(b[j]!)) {
-      case 0x70: // p
-        if (wordAt(b, j, end, 'password') || wordAt(b, j, end, 'passwd')) return true;
-        break;
-      case 0x73: // s
-        if (wordAt(b, j, end, 'secret')) return true;
-        break;
-      case 0x74: // t
-        if (wordAt(b, j, end, 'token')) return true;
-        break;
-      case 0x61: // a
-        if (wordAt(b, j, end, 'authorization')) return true;
-        if (wordAt(b, j, end, 'api')) {
-          const k = j + 3;
-          if (wordAt(b, k, end, 'key') || ((b[k] === 0x2d || b[k] === 0x5f) && wordAt(b, k + 1, end, 'key')))
-            return true;
-        }
-        break;
-      case 0x63: // c
-        if (wordAt(b, j, end, 'cookie')) return true;
-        break;
-    }
+    const words = SENSITIVE_BY_LETTER[lower(b[j]!)];
+    if (words === undefined) continue;
+    for (let w = 0; w < words.length; w++) if (wordAt(b, j, end, words[w]!)) return true;
   }
   return false;
 }
@@ -504,10 +492,8 @@ export class DirectExecutions {
         case F.executionId: {
           if (this.#literal('null')) break;
           if (!this.#string() || this.#flags !== 0) return false;
-          const length = this.#s1 - this.#s0;
-          if (length < 1 || length > L.id) return false;
-          for (let j = this.#s0; j < this.#s1; j++) if (EXECUTION_ID_CHAR[b[j]!] !== 1) return false;
           executionId = b.toString('latin1', this.#s0, this.#s1);
+          if (!EXECUTION_ID_RE.test(executionId)) return false;
           break;
         }
         case F.traceId:
@@ -644,22 +630,8 @@ export class DirectExecutions {
     if (endpoint === null || startedAt < 0) return false;
     const took = durationMs ?? duration;
     if (took === null) return false;
-    // Classification (classify.ts) without rules, evidence or response fields.
-    let reason: string;
-    if (outcome !== null) reason = 'sdk';
-    else if (exception !== null && exception.handled !== true) {
-      outcome = 'failed';
-      reason = 'exception';
-    } else if (statusCode !== null && statusCode >= 500) {
-      outcome = 'failed';
-      reason = 'status_5xx';
-    } else if (statusCode !== null) {
-      outcome = 'success';
-      reason = 'status';
-    } else {
-      outcome = 'unknown';
-      reason = 'no_evidence';
-    }
+    // Without rules (the caller's condition), evidence or response fields.
+    const verdict = classifyByEvidence({ outcome: outcome as Outcome | null, exception, statusCode });
     const record: DirectRecord = {
       executionId: executionId ?? deterministicUlid(startedAt, this.#requestId, index),
       traceId,
@@ -673,8 +645,8 @@ export class DirectExecutions {
       startedAt,
       durationMs: took,
       statusCode,
-      outcome: outcome as ExecutionRecord['outcome'],
-      outcomeReason: reason,
+      outcome: verdict.outcome,
+      outcomeReason: verdict.reason,
       exceptionType: exception?.type ?? null,
       exceptionMessage: exception?.message ?? null,
       context,
@@ -691,7 +663,7 @@ export class DirectExecutions {
       indexedContext: this.#cells,
     };
     executions.push(record);
-    this.failure = outcome === 'failed' ? { record, exception, route: this.#route } : null;
+    this.failure = verdict.outcome === 'failed' ? { record, exception, route: this.#route } : null;
     if (pending !== null) {
       for (const p of pending) {
         logs.push({

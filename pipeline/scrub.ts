@@ -16,7 +16,22 @@ export const MAX_STRING_LENGTH = 8192;
 // Keys carry 32 base62 characters; 16 or more still catches a cut-off key while leaving ordinary names such
 // as a metric called svc_live_requests alone.
 const SERVICE_KEY_RE = /svc_(?:test|live|sess)_[A-Za-z0-9]{16,}/g;
-const SENSITIVE_KEY_RE = /password|passwd|secret|token|api[-_]?key|authorization|cookie/i;
+/**
+ * A key holding any of these, in any letter case, is sensitive: its value is redacted whole (context, headers,
+ * query, response fields, attributes). The one list: the direct lane (direct-executions.ts) matches it on bytes.
+ */
+export const SENSITIVE_KEY_WORDS = [
+  'password',
+  'passwd',
+  'secret',
+  'token',
+  'apikey',
+  'api-key',
+  'api_key',
+  'authorization',
+  'cookie',
+] as const;
+const SENSITIVE_KEY_RE = new RegExp(SENSITIVE_KEY_WORDS.join('|'), 'i');
 const DROPPED_HEADERS = new Set([
   'authorization',
   'cookie',

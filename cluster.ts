@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { freePort, type NatsServerHandle, startNatsServer } from './broker/nats-server.js';
-import { nodeFlags } from './main.js';
+import { nodeFlags, serviceProcessEnv } from './main.js';
 
 /**
  * `npm run cluster` (CONTRACT §15): on loopback, a 3-node NATS cluster with JetStream (a config file, a route port
@@ -62,7 +62,7 @@ export class ServiceNode {
     const { mainJs, env, logFile } = this.#spawnArgs;
     // Each process logs to its own file here (stdout), not to a LOG_FILE the launcher's environment names.
     const { LOG_FILE: _shared, ...inherited } = process.env;
-    const fullEnv = { ...inherited, ...env };
+    const fullEnv = serviceProcessEnv({ ...inherited, ...env });
     if (!this.#log) {
       this.#log = createWriteStream(logFile, { flags: 'a' });
       // A log that cannot be written must not take the launcher down.

@@ -197,6 +197,23 @@ async function wire(
  * The node options the service wants on its command line (V8 flags cannot be set once it runs): what
  * `npm start` and the benchmarks start `dist/main.js` with.
  */
+/**
+ * libuv's threadpool runs the process's DuckDB statements (each holds a thread for its whole run), its file system
+ * calls, and the zlib work of ingest bodies: a gzip body's decoding (api/body-parser.ts) and the compression of an
+ * uncompressed one before it is published (broker/ingest-publisher.ts), which its 202 waits for. At libuv's default of
+ * four threads, four slow queries at once would hold every ingest request and every batch's writes until one ended.
+ */
+export const THREADPOOL_SIZE = 16;
+
+/**
+ * The environment to start a service process with: `env` and the threadpool's size (unless `env` sets its own). libuv
+ * reads it when the pool first starts, which is before any of the process's own code runs (the module loader's file
+ * reads): it cannot be set from inside.
+ */
+export function serviceProcessEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { UV_THREADPOOL_SIZE: String(THREADPOOL_SIZE), ...env };
+}
+
 export function nodeFlags(env: Record<string, string | undefined> = process.env): string[] {
   const config = loadConfig(env);
   return [

@@ -19,7 +19,7 @@ nameThread('svc-parse');
 
 export interface ParseTask {
   body: Uint8Array;
-  encoding: 'gzip' | 'identity';
+  encoding: 'gzip' | 'identity' | 'br';
   /** `ingest` (an /api/ingest body) or an OTLP format (`otlp-traces-protobuf`…, otlp/decode.ts). */
   format: string;
   /** Where an ingest body's item arrays may be cut (schemas/broker-messages.ts JsonCuts, encoded). */
@@ -51,7 +51,9 @@ export interface ParseResult {
 const bytesOf = (task: ParseTask): Buffer =>
   task.encoding === 'gzip'
     ? zlib.gunzipSync(task.body, { maxOutputLength: task.maxDecodedBytes })
-    : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
+    : task.encoding === 'br'
+      ? zlib.brotliDecompressSync(task.body, { maxOutputLength: task.maxDecodedBytes })
+      : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
 
 export default function parse(task: ParseTask): ParseResult {
   const meta = { requestId: task.requestId, receivedAt: task.receivedAt, seq: task.seq };

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { MODES } from './records.js';
 
 /**
- * Headers of an ingest message on SVC_INGEST. The body is the request body exactly as received (gzip kept),
- * so the API never re-encodes it. A new header must be optional: messages already in the stream lack it.
+ * Headers of an ingest message on SVC_INGEST. The body is the request's body: as received when it came gzip or
+ * small, brotli-compressed when it came uncompressed (`encoding` says which; broker/ingest-publisher.ts). A new
+ * header must be optional: messages already in the stream lack it.
  */
 export const INGEST_HEADERS = {
   workspace: 'svc-workspace',
@@ -70,7 +71,8 @@ export const ingestMessageMetaSchema = z.object({
   keyId: z.string().min(1),
   requestId: z.string().min(1),
   receivedAt: z.coerce.number().int().nonnegative(),
-  encoding: z.enum(['gzip', 'identity']).default('identity'),
+  /** As sent (gzip, identity), or `br`: sent uncompressed, stored compressed (broker/ingest-publisher.ts). */
+  encoding: z.enum(['gzip', 'identity', 'br']).default('identity'),
   format: z.enum(BODY_FORMATS).default('ingest'),
   /** Absent for small bodies, OTLP and messages of earlier builds: the body is then parsed whole. */
   jsonCuts: z.string().optional(),

@@ -8,7 +8,7 @@ ensureDependencies();
 ensureNatsServer();
 build();
 const entry = path.join(root, 'dist', 'main.js');
-const { nodeFlags } = await import(pathToFileURL(entry).href);
+const { nodeFlags, serviceProcessEnv } = await import(pathToFileURL(entry).href);
 let flags;
 try {
   flags = nodeFlags();
@@ -17,4 +17,9 @@ try {
   flags = [];
 }
 // The service runs as a child so that it gets its V8 flags; this process waits for its graceful stop.
-passStopTo(spawn(process.execPath, [...flags, entry, ...process.argv.slice(2)], { stdio: 'inherit' }));
+passStopTo(
+  spawn(process.execPath, [...flags, entry, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: serviceProcessEnv(),
+  }),
+);

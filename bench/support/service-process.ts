@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isAlive, runningNatsServer } from '../../broker/nats-server.js';
-import { nodeFlags } from '../../main.js';
+import { nodeFlags, serviceProcessEnv } from '../../main.js';
 
 /**
  * The service as a separate OS process (`node dist/main.js`), for benchmarks that must kill it for real: an
@@ -146,7 +146,7 @@ export class ServiceProcess {
 
   static spawn(opts: ServiceProcessOptions): ServiceProcess {
     // A benchmark measures the service, not its per-key rate limits: lift them unless the run sets its own.
-    const env: NodeJS.ProcessEnv = { ...process.env, ...UNLIMITED_RATES, ...opts.env };
+    const env = serviceProcessEnv({ ...process.env, ...UNLIMITED_RATES, ...opts.env });
     // Unless asked for, the service runs its own embedded nats-server under DATA_DIR: the default setup.
     if (!opts.env?.NATS_URL) delete env.NATS_URL;
     env.PORT = String(opts.port);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../bench/support/service-process.js';
-import { nodeFlags } from '../../main.js';
+import { nodeFlags, serviceProcessEnv } from '../../main.js';
 import { eventually, tempDir } from '../support/env.js';
 
 /**
@@ -40,7 +40,7 @@ async function startGroup(name: string, opts: { dir?: string; nodeArgs?: string[
   // Its own embedded broker, as `npm start` runs it.
   delete env.NATS_URL;
   const child = spawn(process.execPath, [...nodeFlags(env), ...(opts.nodeArgs ?? []), MAIN], {
-    env,
+    env: serviceProcessEnv(env),
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

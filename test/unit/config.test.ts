@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { nodeFlags } from '../../main.js';
+import { nodeFlags, serviceProcessEnv, THREADPOOL_SIZE } from '../../main.js';
 import { ConfigError, loadConfig } from '../../schemas/config.js';
 
 describe('config', () => {
@@ -64,5 +64,24 @@ describe('config', () => {
     });
     expect(run.stderr).not.toMatch(/bad option/);
     expect(run.status).toBe(0);
+  });
+
+  it("starts a service process with libuv's threadpool at its size, unless the environment sets one", () => {
+    const env = serviceProcessEnv({ PATH: process.env.PATH });
+    expect(env.UV_THREADPOOL_SIZE).toBe(String(THREADPOOL_SIZE));
+    expect(serviceProcessEnv({ UV_THREADPOOL_SIZE: '6' }).UV_THREADPOOL_SIZE).toBe('6');
+    // libuv starts that many threads once the pool is first used (a file read), on top of Node's own.
+    const threads = (extra: NodeJS.ProcessEnv) =>
+      Number(
+        spawnSync(
+          process.execPath,
+          [
+            '-e',
+            "require('fs').readFile(__filename, () => console.log(require('fs').readdirSync('/proc/self/task').length))",
+          ],
+          { encoding: 'utf8', env: { ...process.env, UV_THREADPOOL_SIZE: undefined, ...extra } },
+        ).stdout.trim(),
+      );
+    expect(threads(env) - threads({})).toBe(THREADPOOL_SIZE - 4);
   });
 });

@@ -88,7 +88,7 @@ export async function startService(config: Config, opts: StartOptions = {}): Pro
       'invalid configuration:\n  NATS_REPLICAS: more than 1 needs a NATS cluster; set NATS_URL to its nodes (or run `npm run cluster`)',
     );
   }
-  // The largest message: a body as sent plus its headers.
+  // The largest message: a body as sent (stored compressed only when that is smaller) plus its headers.
   const maxMessageBytes = config.BODY_MAX_BYTES + 64 * 1024;
   let nats: NatsServerHandle | null = null;
   let url = config.NATS_URL;

@@ -115,7 +115,7 @@ export function createMetrics(deps: AppDeps) {
     }),
     publishSeconds: new Histogram({
       name: 'svc_broker_publish_seconds',
-      help: 'Time for JetStream to confirm a payload.',
+      help: 'Time to store a payload: its compression for the stream, then JetStream confirming it.',
       buckets: SECONDS_BUCKETS,
       registers: [registry],
     }),

@@ -43,24 +43,51 @@ const brotli = promisify(zlib.brotliCompress);
  */
 export const COMPRESS_FROM_BYTES = 4096;
 
-/** How a body sent `encoding` is stored: compressed when it came uncompressed and is large enough. */
+/**
+ * Compressions running at once, beyond which a body is stored as sent. Each takes one of libuv's threads for about
+ * 0.5 ms (a 500-execution body), so a few are in flight under full load; the cap keeps a burst from queueing behind
+ * itself (and behind DuckDB's statements, which hold the pool's threads too) instead of being answered.
+ */
+const MAX_COMPRESSING = 8;
+let compressing = 0;
+
+/**
+ * How a body sent `encoding` is stored: compressed when it came uncompressed, is large enough and `compress` is on;
+ * as sent when compression is off, busy, fails, or would not make it smaller (protobuf OTLP bodies can be dense).
+ */
 async function storedBody(
   body: Uint8Array,
   encoding: IngestMessageMeta['encoding'],
+  compress: boolean,
 ): Promise<{ body: Uint8Array; encoding: NonNullable<IngestMessageMeta['encoding']> }> {
-  if ((encoding ?? 'identity') !== 'identity' || body.byteLength < COMPRESS_FROM_BYTES)
-    return { body, encoding: encoding ?? 'identity' };
-  const packed = await brotli(body, {
-    params: {
-      [zlib.constants.BROTLI_PARAM_QUALITY]: 0,
-      [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength,
-    },
-  });
-  return { body: packed, encoding: 'br' };
+  const asSent = { body, encoding: encoding ?? 'identity' };
+  if (
+    !compress ||
+    asSent.encoding !== 'identity' ||
+    body.byteLength < COMPRESS_FROM_BYTES ||
+    compressing >= MAX_COMPRESSING
+  )
+    return asSent;
+  compressing++;
+  try {
+    const packed = await brotli(body, {
+      params: {
+        [zlib.constants.BROTLI_PARAM_QUALITY]: 0,
+        [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength,
+      },
+    });
+    return packed.byteLength < body.byteLength ? { body: packed, encoding: 'br' } : asSent;
+  } catch {
+    // Only a failure to allocate would land here: the body as sent is as good, only larger.
+    return asSent;
+  } finally {
+    compressing--;
+  }
 }
 
 /**
- * Publishes one request's body (as storedBody keeps it) as one JetStream message and waits for the stream's ack: the 202 promise.
+ * Publishes one request's body (as storedBody keeps it; `compress`: config STREAM_COMPRESSION) as one JetStream
+ * message and waits for the stream's ack: the 202 promise.
  * NATS failures become UNAVAILABLE here and nowhere else. A publish whose ack was lost may still have been
  * stored; the client's retry is then caught by the duplicate window (same message id).
  */
@@ -70,9 +97,10 @@ export async function publishIngest(
   msgId: string,
   body: Uint8Array,
   timeoutMs: number,
+  compress = true,
 ): Promise<PublishResult> {
   if (!broker.isConnected()) throw unavailable('the broker is unavailable; nothing was accepted', 2);
-  const stored = await storedBody(body, meta.encoding);
+  const stored = await storedBody(body, meta.encoding, compress);
   const h = headers();
   h.set(INGEST_HEADERS.workspace, meta.workspaceId);
   h.set(INGEST_HEADERS.mode, meta.mode);

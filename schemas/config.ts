@@ -178,6 +178,13 @@ export const configSchema = z.object({
   PAGE_SIZE_MAX: int(200, 1, 1000),
   MAX_RESULT_WINDOW: int(10_000, 1),
   PUBLISH_TIMEOUT_MS: int(5000, 100),
+  /**
+   * Ingest bodies sent uncompressed are stored on the stream brotli-compressed (broker/ingest-publisher.ts): a sixth
+   * of the bytes for nats-server to copy. Pipelines of builds before it cannot read those messages (they would drop
+   * them as malformed): while such pipelines still consume the stream (a rolling upgrade), set it to false, and
+   * before going back to such a build, set it to false and let the stream drain.
+   */
+  STREAM_COMPRESSION: bool(true),
   /** Set: GET /metrics requires `Authorization: Bearer <METRICS_TOKEN>`. */
   METRICS_TOKEN: z.string().min(16).optional(),
 

@@ -82,6 +82,7 @@ export const ingestRoutes =
           msgId,
           body.raw,
           config.PUBLISH_TIMEOUT_MS,
+          config.STREAM_COMPRESSION,
         );
         deps.metrics.publishSeconds.observe((performance.now() - started) / 1000);
         for (const kind of ['executions', 'logs', 'metrics'] as const) {

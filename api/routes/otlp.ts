@@ -18,8 +18,9 @@ import { documentedOnly } from '../validate.js';
 
 /**
  * OTLP/HTTP ingest (CONTRACT §12): POST /v1/traces, /v1/logs, /v1/metrics, protobuf or JSON, gzip or not. The body
- * is decoded and checked in a worker thread before the answer (400: nothing kept), then published as it came onto
- * the ingest stream, like an /api/ingest body, for the pipeline to map. Answers are the OTLP ones, in the
+ * is decoded and checked in a worker thread before the answer (400: nothing kept), then published onto the ingest
+ * stream like an /api/ingest body (gzip as it came, uncompressed compressed: broker/ingest-publisher.ts), for the
+ * pipeline to map. Answers are the OTLP ones, in the
  * request's encoding: the Export…ServiceResponse, or a google.rpc.Status for an error.
  */
 
@@ -191,6 +192,7 @@ export const otlpRoutes =
               msgId,
               body.raw,
               config.PUBLISH_TIMEOUT_MS,
+              config.STREAM_COMPRESSION,
             );
             deps.metrics.publishSeconds.observe((performance.now() - started) / 1000);
             deps.metrics.ingestItems.inc({ kind: signal === 'traces' ? 'spans' : signal }, checked.items);

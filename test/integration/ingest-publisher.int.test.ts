@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import zlib from 'node:zlib';
 import { Piscina } from 'piscina';
@@ -40,11 +41,9 @@ const scope = { workspaceId: 'ws_pub', mode: 'test' } as const;
 let requests = 0;
 
 /** Publishes `body` as the API does and answers the message the pipeline's consumer then gets (acked). */
-async function publishAndTake(body: Buffer, encoding: IngestMessageMeta['encoding'], msgId?: string) {
+async function publishAndTake(body: Buffer, encoding: IngestMessageMeta['encoding']) {
   const meta = { ...scope, keyId: 'key_1', requestId: `req_${++requests}`, receivedAt: Date.now(), encoding };
-  const id = msgId ?? requestMessageId(scope, { body });
-  const published = await publishIngest(broker, meta, id, body, 5000);
-  if (published.duplicate) return { published, message: null };
+  const published = await publishIngest(broker, meta, requestMessageId(scope, { body }), body, 5000);
   const consumer = await broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
   const m = await consumer.next({ expires: 5000 });
   expect(m?.seq).toBe(published.seq);
@@ -109,12 +108,26 @@ describe('ingest messages on the stream', () => {
     expect(sentGzip.message!.data.equals(gzipped)).toBe(true);
   });
 
-  it('a resent body is a duplicate by the bytes the client sent, whatever the stream holds', async () => {
-    const body = bodyOf(61);
-    const id = requestMessageId(scope, { body });
-    const first = await publishAndTake(body, 'identity', id);
-    expect(first.published.duplicate).toBe(false);
-    const again = await publishAndTake(body, 'identity', id);
-    expect(again.published).toEqual({ duplicate: true, seq: first.published.seq });
+  it('an incompressible body, or with compression off, is stored as sent', async () => {
+    // Random bytes: brotli can only make them larger.
+    const noise = crypto.randomBytes(8192);
+    const dense = await publishAndTake(noise, 'identity');
+    expect(dense.message!.encoding).toBe('identity');
+    expect(dense.message!.data.equals(noise)).toBe(true);
+    const body = bodyOf(60);
+    const meta = {
+      ...scope,
+      keyId: 'key_1',
+      requestId: 'req_off',
+      receivedAt: Date.now(),
+      encoding: 'identity' as const,
+    };
+    const published = await publishIngest(broker, meta, requestMessageId(scope, { body }), body, 5000, false);
+    const consumer = await broker.js.consumers.get(INGEST_STREAM, PIPELINE_CONSUMER);
+    const m = await consumer.next({ expires: 5000 });
+    expect(m?.seq).toBe(published.seq);
+    m!.ack();
+    expect(m!.headers?.get(INGEST_HEADERS.encoding)).toBe('identity');
+    expect(Buffer.from(m!.data).equals(body)).toBe(true);
   });
 });

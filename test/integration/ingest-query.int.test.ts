@@ -1,5 +1,6 @@
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COMPRESS_FROM_BYTES } from '../../broker/ingest-publisher.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { listPartitionFiles } from '../../storage/layout.js';
 import {
@@ -163,6 +164,16 @@ describe('ingest → executions', () => {
     expect(json(first).duplicate).toBe(false);
     expect(json(second).duplicate).toBe(true);
     expect(second.statusCode).toBe(202);
+
+    // A body the stream holds compressed (broker/ingest-publisher.ts) is known by the bytes sent as well.
+    const many = Array.from({ length: 20 }, () => execution({ context: { note: 'n'.repeat(300) } }));
+    const large = JSON.stringify({ executions: many });
+    expect(large.length).toBeGreaterThan(COMPRESS_FROM_BYTES);
+    const l1 = await ingest(stack.service, tenant.keys.test!, large);
+    await stack.service.pipeline!.drained();
+    const l2 = await ingest(stack.service, tenant.keys.test!, large);
+    expect([json(l1).duplicate, json(l2).duplicate]).toEqual([false, true]);
+    expect((await list(`?executionId=${many[7]!.executionId}`)).total).toBe(1);
 
     const a = execution();
     const b = execution();

@@ -1,28 +1,22 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
 import zlib from 'node:zlib';
 import { Piscina } from 'piscina';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Broker, connectBroker } from '../../broker/connection.js';
+import type { Broker } from '../../broker/connection.js';
 import { COMPRESS_FROM_BYTES, publishIngest, requestMessageId } from '../../broker/ingest-publisher.js';
-import type { NatsServerHandle } from '../../broker/nats-server.js';
 import { INGEST_STREAM, PIPELINE_CONSUMER, provision } from '../../broker/provision.js';
 import type { ParseResult, ParseTask } from '../../pipeline/parse-worker.js';
 import parse from '../../pipeline/parse-worker.js';
 import { INGEST_HEADERS, type IngestMessageMeta } from '../../schemas/broker-messages.js';
 import { chunkBuffers } from '../../storage/columns.js';
-import { execution, startTestNats, tempDir } from '../support/env.js';
+import { execution, startTestBroker, type TestBroker } from '../support/env.js';
 
-const silent = { info() {}, warn() {}, error() {}, debug() {} };
-
-let dir: string;
-let nats: NatsServerHandle;
+let harness: TestBroker;
 let broker: Broker;
 
 beforeAll(async () => {
-  dir = await tempDir('publisher');
-  nats = await startTestNats(dir);
-  broker = await connectBroker(nats.url, silent, 'publisher-test');
+  harness = await startTestBroker('publisher');
+  broker = harness.broker;
   await provision(broker.jsm, broker.kvm, {
     maxAgeHours: 0,
     maxBytes: -1,
@@ -32,9 +26,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await broker?.close();
-  await nats?.stop();
-  await fs.rm(dir, { recursive: true, force: true });
+  await harness?.close();
 });
 
 const scope = { workspaceId: 'ws_pub', mode: 'test' } as const;

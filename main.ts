@@ -194,10 +194,6 @@ async function wire(
 }
 
 /**
- * The node options the service wants on its command line (V8 flags cannot be set once it runs): what
- * `npm start` and the benchmarks start `dist/main.js` with.
- */
-/**
  * libuv's threadpool runs the process's DuckDB statements (each holds a thread for its whole run), its file system
  * calls, and the zlib work of ingest bodies: a gzip body's decoding (api/body-parser.ts) and the compression of an
  * uncompressed one before it is published (broker/ingest-publisher.ts), which its 202 waits for. At libuv's default of
@@ -214,6 +210,10 @@ export function serviceProcessEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.
   return { UV_THREADPOOL_SIZE: String(THREADPOOL_SIZE), ...env };
 }
 
+/**
+ * The node options the service wants on its command line (V8 flags cannot be set once it runs): what
+ * `npm start` and the benchmarks start `dist/main.js` with.
+ */
 export function nodeFlags(env: Record<string, string | undefined> = process.env): string[] {
   const config = loadConfig(env);
   return [

@@ -37,7 +37,10 @@ const brotli = promisify(zlib.brotliCompress);
  * (Go's memmove, the kernel's file and socket copies), a quarter of the service's. Quality 0 makes the ingest bench's
  * body of plain executions 6.2× smaller for about 1.1 µs per execution, and a parse worker decodes it for about 1.0;
  * alternating with the build before (3 pairs, 20 s closed loop), nats-server went from 5.1 / 6.3 / 4.7 to 1.9 / 1.8 /
- * 1.7 µs per plain execution and from about 270 to 75 MiB. On libuv's threads, not the event loop: compressed there,
+ * 1.7 µs per plain execution and from about 270 to 75 MiB. The service's CPU is about the same either way in a closed loop
+ * (the same build with STREAM_COMPRESSION off and on, 5 pairs: the broker's savings are spent compressing and decoding),
+ * 1–2.5 µs less per execution in an open loop at 50k/s; what it buys is the broker's memory, the backlog's latency and
+ * the bytes written and replicated. On libuv's threads, not the event loop: compressed there,
  * the throughput held but the main thread fell behind on delivering messages to the workers (202 → visible p50 2.8–3.3 s
  * against 0.53–0.65). Below this size a body is a few executions, and the broker's cost is per message.
  */

@@ -17,7 +17,12 @@ import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { loadConfig } from '../schemas/config.js';
 import { type DiskParts, totalBytes } from './support/dataset.js';
-import { type HourEndCost, hourEndCost } from './support/hour-end.js';
+import {
+  type CompactorSettings,
+  type HourEndCost,
+  hourEndCost,
+  runningMergesCost,
+} from './support/hour-end.js';
 import {
   drive,
   flushSummary,
@@ -92,8 +97,9 @@ const USAGE = `usage: npm run bench -- ingest [options]
                      stage (bench/support/profile-breakdown.ts)
   --compare FILE     with --profile: chart the breakdown beside the one in an earlier result's JSON
   --no-baselines     skip the raw JetStream publish and JSON.parse ceilings
-  --no-hour-end      skip ending the run's hours afterwards (by default the compactor's pass over the stopped
-                     service's data as if every hour had ended is timed: support/hour-end.ts)
+  --no-hour-end      skip ending the run's hours afterwards (by default two compactor passes over the stopped
+                     service's data are timed: the running hour's merges the run stopped before they were due, then
+                     the end of every hour: support/hour-end.ts)
   --keep             keep the temporary data directory
 `;
 
@@ -355,7 +361,11 @@ export interface RunResult {
     /** CPU seconds by thread group (thread-cpu.ts) over the run, `nats-server` beside them. */
     cpuByThread: Record<string, number> | null;
   };
-  /** The run's hours ended afterwards (unless --no-hour-end or --url). */
+  /**
+   * The running hour's merges the run stopped before (support/hour-end.ts runningMergesCost), then its hours ended
+   * (unless --no-hour-end or --url).
+   */
+  runningMerges?: HourEndCost;
   hourEnd?: HourEndCost;
   /** With --profile: µs per execution by thread group and stage (profile-breakdown.ts). */
   stages?: { group: string; stage: string; microsPerExecution: number }[];
@@ -379,10 +389,15 @@ async function runOnce(
     const r = await runLoad(o, templates, run, setting, dataDir);
     if (o.hourEnd && !o.url) {
       const config = loadConfig({ ...o.env, ...setting });
-      r.hourEnd = await hourEndCost(dataDir, {
+      const compactor: CompactorSettings = {
         memoryMb: config.COMPACTION_MEMORY_MB,
+        runningMemoryMb: config.COMPACTION_RUNNING_MEMORY_MB,
+        minFiles: config.COMPACTION_MIN_FILES,
         codec: config.COMPACTION_COMPRESSION,
-      });
+        sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
+      };
+      r.runningMerges = await runningMergesCost(dataDir, compactor);
+      r.hourEnd = await hourEndCost(dataDir, compactor);
     }
     return r;
   } finally {
@@ -682,29 +697,37 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
   ]);
 }
 
-/** The hours' end (support/hour-end.ts): its CPU per execution by dataset, the run's whole, and the disk after. */
+/**
+ * The running hour's merges the run did not reach and the hours' end (support/hour-end.ts): their CPU per execution
+ * by dataset, the whole an execution costs, and the disk after.
+ */
 function hourEndRows(r: RunResult): [string, string][] {
   const h = r.hourEnd;
+  const m = r.runningMerges;
   // The hours' end merges every execution stored, the warm-up's too.
   const n = r.executions.visible + r.executions.warmup;
-  if (!h || n === 0) return [];
+  if (!h || !m || n === 0) return [];
   const per = (seconds: number) => fmt((seconds * 1e6) / n, 1);
-  const byDataset = Object.entries(h.cpuSecondsByDataset)
-    .filter(([, s]) => (s * 1e6) / n >= 0.05)
-    .map(([d, s]) => `${d} ${per(s)}`)
-    .join(', ');
+  const cost = (c: HourEndCost) => {
+    const byDataset = Object.entries(c.cpuSecondsByDataset)
+      .filter(([, s]) => (s * 1e6) / n >= 0.05)
+      .map(([d, s]) => `${d} ${per(s)}`)
+      .join(', ');
+    return `${per(c.cpuSeconds)} (${byDataset}; ${fmt(c.seconds, 1)} s)`;
+  };
   const bytes = (d: DiskParts) => totalBytes(d) / n;
   const e = h.disk.executions;
+  const ingest = r.service.cpuMicrosPerExecution;
   return [
-    [
-      'hour-end compaction CPU µs per execution',
-      `${per(h.cpuSeconds)} (${byDataset}; ${fmt(h.seconds, 1)} s)`,
-    ],
+    ['running-hour merges left, CPU µs per execution', cost(m)],
+    ['hour-end compaction CPU µs per execution', cost(h)],
     [
       'CPU µs per execution, ingest + hour end',
-      r.service.cpuMicrosPerExecution === null
-        ? '–'
-        : fmt(r.service.cpuMicrosPerExecution + (h.cpuSeconds * 1e6) / n, 1),
+      ingest === null ? '–' : fmt(ingest + (h.cpuSeconds * 1e6) / n, 1),
+    ],
+    [
+      'CPU µs per execution, ingest + running merges + hour end',
+      ingest === null ? '–' : fmt(ingest + ((m.cpuSeconds + h.cpuSeconds) * 1e6) / n, 1),
     ],
     [
       'bytes on disk per execution after the hour end',

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../schemas/config.js';
+import { compactionOptions } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
 import { totalBytes } from './support/dataset.js';
 import { compactorOf, type HourEndCost, hourEndCost } from './support/hour-end.js';
@@ -51,10 +52,12 @@ export async function main(argv: string[]): Promise<void> {
   ];
   // The compactor's two settings from the environment, as the service takes them (COMPACTION_MEMORY_MB=256 npm
   // run bench -- hour-end …); nothing else of it.
-  const config = loadConfig({
-    COMPACTION_MEMORY_MB: process.env.COMPACTION_MEMORY_MB,
-    COMPACTION_COMPRESSION: process.env.COMPACTION_COMPRESSION,
-  });
+  const options = compactionOptions(
+    loadConfig({
+      COMPACTION_MEMORY_MB: process.env.COMPACTION_MEMORY_MB,
+      COMPACTION_COMPRESSION: process.env.COMPACTION_COMPRESSION,
+    }),
+  );
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-hour-end-'));
   try {
     for (let run = 0; run < runs; run++) {
@@ -62,11 +65,7 @@ export async function main(argv: string[]): Promise<void> {
         const copy = path.join(work, 'data');
         await fs.rm(copy, { recursive: true, force: true });
         await fs.cp(source, copy, { recursive: true });
-        const cost = await hourEndCost(
-          copy,
-          { memoryMb: config.COMPACTION_MEMORY_MB, codec: config.COMPACTION_COMPRESSION },
-          build.compactor,
-        );
+        const cost = await hourEndCost(copy, options, build.compactor);
         process.stdout.write(`${build.name}, run ${run + 1}: ${describe(cost, await executionsIn(copy))}\n`);
       }
     }

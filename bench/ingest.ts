@@ -16,13 +16,9 @@ import { Pool } from 'undici';
 import { freePort, startNatsServer } from '../broker/nats-server.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../schemas/broker-messages.js';
 import { loadConfig } from '../schemas/config.js';
+import { compactionOptions } from '../storage/compaction.js';
 import { type DiskParts, totalBytes } from './support/dataset.js';
-import {
-  type CompactorSettings,
-  type HourEndCost,
-  hourEndCost,
-  runningMergesCost,
-} from './support/hour-end.js';
+import { type HourEndCost, hourEndCost, type PassCost, runningMergesCost } from './support/hour-end.js';
 import {
   drive,
   flushSummary,
@@ -361,11 +357,9 @@ export interface RunResult {
     /** CPU seconds by thread group (thread-cpu.ts) over the run, `nats-server` beside them. */
     cpuByThread: Record<string, number> | null;
   };
-  /**
-   * The running hour's merges the run stopped before (support/hour-end.ts runningMergesCost), then its hours ended
-   * (unless --no-hour-end or --url).
-   */
-  runningMerges?: HourEndCost;
+  /** The running hour's merges the run stopped before (unless --no-hour-end or --url). */
+  runningMerges?: PassCost;
+  /** The run's hours ended afterwards (unless --no-hour-end or --url). */
   hourEnd?: HourEndCost;
   /** With --profile: µs per execution by thread group and stage (profile-breakdown.ts). */
   stages?: { group: string; stage: string; microsPerExecution: number }[];
@@ -388,14 +382,7 @@ async function runOnce(
   try {
     const r = await runLoad(o, templates, run, setting, dataDir);
     if (o.hourEnd && !o.url) {
-      const config = loadConfig({ ...o.env, ...setting });
-      const compactor: CompactorSettings = {
-        memoryMb: config.COMPACTION_MEMORY_MB,
-        runningMemoryMb: config.COMPACTION_RUNNING_MEMORY_MB,
-        minFiles: config.COMPACTION_MIN_FILES,
-        codec: config.COMPACTION_COMPRESSION,
-        sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
-      };
+      const compactor = compactionOptions(loadConfig({ ...o.env, ...setting }));
       r.runningMerges = await runningMergesCost(dataDir, compactor);
       r.hourEnd = await hourEndCost(dataDir, compactor);
     }
@@ -708,7 +695,7 @@ function hourEndRows(r: RunResult): [string, string][] {
   const n = r.executions.visible + r.executions.warmup;
   if (!h || !m || n === 0) return [];
   const per = (seconds: number) => fmt((seconds * 1e6) / n, 1);
-  const cost = (c: HourEndCost) => {
+  const cost = (c: PassCost) => {
     const byDataset = Object.entries(c.cpuSecondsByDataset)
       .filter(([, s]) => (s * 1e6) / n >= 0.05)
       .map(([d, s]) => `${d} ${per(s)}`)
@@ -722,11 +709,9 @@ function hourEndRows(r: RunResult): [string, string][] {
     ['running-hour merges left, CPU µs per execution', cost(m)],
     ['hour-end compaction CPU µs per execution', cost(h)],
     [
-      'CPU µs per execution, ingest + hour end',
-      ingest === null ? '–' : fmt(ingest + (h.cpuSeconds * 1e6) / n, 1),
-    ],
-    [
-      'CPU µs per execution, ingest + running merges + hour end',
+      // With a warm-up, the service's merges during it count nowhere, and those during the load count per
+      // measured execution though they merge the warm-up's too.
+      `CPU µs per execution, ingest + running merges + hour end${r.executions.warmup > 0 ? ' (warm-up: rough)' : ''}`,
       ingest === null ? '–' : fmt(ingest + ((m.cpuSeconds + h.cpuSeconds) * 1e6) / n, 1),
     ],
     [

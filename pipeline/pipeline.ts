@@ -17,7 +17,7 @@ import { HOUR_MS } from '../schemas/time.js';
 import { BatchWriter } from '../storage/batch-writer.js';
 import type { ColumnChunk } from '../storage/columns.js';
 import { CommitJournal, commitId, type Delivery } from '../storage/commit-journal.js';
-import { type CompactionStats, runCompaction } from '../storage/compaction.js';
+import { type CompactionStats, compactionOptions, runCompaction } from '../storage/compaction.js';
 import { QueryEngine } from '../storage/duckdb.js';
 import { removeOrphanTempFiles } from '../storage/orphans.js';
 import { applyRetention } from '../storage/retention.js';
@@ -516,16 +516,9 @@ export class Pipeline {
       };
       if (!(await holds())) return null;
       const stats = await runCompaction(engine, config.dataDir, {
+        ...compactionOptions(config),
         // Asked before each partition: a pass that stalled past its lease stops where another took over.
         stillHolds: holds,
-        minFiles: config.COMPACTION_MIN_FILES,
-        graceMs: config.COMPACTION_GRACE_MS,
-        codec: config.COMPACTION_COMPRESSION,
-        memory: {
-          full: config.COMPACTION_MEMORY_MB,
-          running: Math.min(config.COMPACTION_RUNNING_MEMORY_MB, config.COMPACTION_MEMORY_MB),
-        },
-        sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
       });
       if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost || stats.memoryFallbacks)
         log.info(stats, 'compaction pass');

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import type { Config } from '../schemas/config.js';
 import { HOUR_MS } from '../schemas/time.js';
 import type { DatasetName } from './datasets.js';
 import { DATASET_NAMES } from './datasets.js';
@@ -227,6 +228,33 @@ export interface CompactionOptions {
    * replace one partition's manifest at once.
    */
   stillHolds?: () => Promise<boolean>;
+}
+
+/**
+ * The options the service's compactor passes with (pipeline/pipeline.ts), from its configuration: also what the
+ * benchmarks time its passes with (bench/support/hour-end.ts), so the two cannot drift apart.
+ */
+export function compactionOptions(
+  config: Pick<
+    Config,
+    | 'COMPACTION_MIN_FILES'
+    | 'COMPACTION_GRACE_MS'
+    | 'COMPACTION_COMPRESSION'
+    | 'COMPACTION_MEMORY_MB'
+    | 'COMPACTION_RUNNING_MEMORY_MB'
+    | 'METRICS_ROLLUPS'
+  >,
+): CompactionOptions & { memory: CompactionMemory; codec: CompactionCodec } {
+  return {
+    minFiles: config.COMPACTION_MIN_FILES,
+    graceMs: config.COMPACTION_GRACE_MS,
+    codec: config.COMPACTION_COMPRESSION,
+    memory: {
+      full: config.COMPACTION_MEMORY_MB,
+      running: Math.min(config.COMPACTION_RUNNING_MEMORY_MB, config.COMPACTION_MEMORY_MB),
+    },
+    sidecars: config.METRICS_ROLLUPS ? ['rollups', 'minutes'] : ['rollups'],
+  };
 }
 
 /** zstd makes the smallest files; lz4 decodes faster for about 1.75× the bytes. */

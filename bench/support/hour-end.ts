@@ -7,6 +7,9 @@ import * as duckdb from '../../storage/duckdb.js';
 import * as layout from '../../storage/layout.js';
 import { type DiskParts, diskParts } from './dataset.js';
 
+/** A timed compactor pass: its CPU and wall time. */
+export type PassCost = Omit<HourEndCost, 'disk'>;
+
 export interface HourEndCost {
   /** Wall seconds of the whole pass. */
   seconds: number;
@@ -42,16 +45,11 @@ export async function compactorOf(dist?: string): Promise<Compactor> {
   return { ...c, ...d, ...ds, ...l } as Compactor;
 }
 
-/** The compactor's settings a pass takes from the service's configuration. */
-export interface CompactorSettings {
-  memoryMb: number;
-  codec: compaction.CompactionCodec;
-  /** The running hour's: its memory limit and how many small files make a merge (pipeline/pipeline.ts). */
-  runningMemoryMb?: number;
-  minFiles?: number;
-  /** The sidecars merged executions files get (default: all). */
-  sidecars?: compaction.CompactionOptions['sidecars'];
-}
+/**
+ * The compactor's options as the service passes them (storage/compaction.ts compactionOptions): its memory limits,
+ * codec, minimum of small files and sidecars.
+ */
+export type CompactorSettings = ReturnType<typeof compaction.compactionOptions>;
 
 /**
  * What the hours an ingest run wrote cost once they end, which a run of a minute never sees: the compactor's pass
@@ -59,48 +57,53 @@ export interface CompactorSettings {
  * copies and rollups), on one DuckDB thread with the compactor's memory limit as the service runs it
  * (pipeline/pipeline.ts) and its codec, timed by this process's CPU.
  */
-export function hourEndCost(
+export async function hourEndCost(
   dataDir: string,
   compactor: CompactorSettings,
   build: Compactor = THIS_BUILD,
 ): Promise<HourEndCost> {
-  return timedPass(dataDir, compactor, build, async (engine, hour, dataset) => {
+  // After the end of the current hour: every hour has ended, and every file the service replaced is past its
+  // grace (graceMs 0), whenever it was replaced.
+  const now = Math.floor(Date.now() / HOUR_MS) * HOUR_MS + HOUR_MS + 1;
+  const cost = await timedPass(dataDir, compactor, build, async (engine, hour, dataset) => {
     await build.compactPartition(engine, hour.dir, dataset, hour.start, {
       minFiles: 2,
       graceMs: 0,
-      now: hour.start + HOUR_MS + 1,
+      now,
       codec: compactor.codec,
       sidecars: compactor.sidecars,
     });
   });
+  return {
+    ...cost,
+    disk: { executions: await diskParts(dataDir, 'executions'), logs: await diskParts(dataDir, 'logs') },
+  };
 }
 
 /**
  * The running hour's merges that a run stopped before they were due (the compactor passes every
- * COMPACTION_INTERVAL_MS, so a run of 20 s pays none of them and one of 90 s only some): the passes the service's
- * compactor makes while the hour is written, over what they left, as the service runs them (its running memory
- * limit, its minimum of small files, merged again while enough are left), timed like hourEndCost. Each execution
- * pays one of these before its hour ends, so ingest + these + the hour's end is what an execution costs.
+ * COMPACTION_INTERVAL_MS, so a run shorter than that pays none of them and a longer one only some): the passes the
+ * service's compactor makes while an hour is written, over what the service left, with its options (its running
+ * memory limit, its minimum of small files, merged again while enough are left), timed like hourEndCost. Nearly
+ * every execution pays one of these before its hour ends (the fewer than minFiles small files left then are merged
+ * by the hour's end alone), so ingest + these + the hour's end is what an execution costs. An hour that has already
+ * ended is left to hourEndCost, as the service's next pass would end it.
  */
 export function runningMergesCost(
   dataDir: string,
   compactor: CompactorSettings,
   build: Compactor = THIS_BUILD,
-): Promise<HourEndCost> {
-  const minFiles = compactor.minFiles ?? 16;
-  const running = Math.min(compactor.runningMemoryMb ?? compactor.memoryMb, compactor.memoryMb);
+): Promise<PassCost> {
+  const now = Date.now();
   return timedPass(dataDir, compactor, build, async (engine, hour, dataset) => {
+    if (now >= hour.start + HOUR_MS) return;
     for (;;) {
       const r = await build.compactPartition(engine, hour.dir, dataset, hour.start, {
-        minFiles,
+        ...compactor,
         graceMs: 0,
-        // Within the hour: the merge of an hour still written.
-        now: hour.start + 1,
-        codec: compactor.codec,
-        sidecars: compactor.sidecars,
-        memory: { full: compactor.memoryMb, running },
+        now,
       });
-      if (r.compacted === 0 || r.left < minFiles) return;
+      if (r.compacted === 0 || r.left < compactor.minFiles) return;
     }
   });
 }
@@ -115,8 +118,8 @@ async function timedPass(
     hour: { dir: string; start: number },
     dataset: datasets.DatasetName,
   ) => Promise<void>,
-): Promise<HourEndCost> {
-  const engine = await build.QueryEngine.open(dataDir, 1, compactor.memoryMb);
+): Promise<PassCost> {
+  const engine = await build.QueryEngine.open(dataDir, 1, compactor.memory.full);
   const cpuSecondsByDataset: Record<string, number> = {};
   const started = performance.now();
   const cpuStart = process.cpuUsage();
@@ -137,6 +140,5 @@ async function timedPass(
     seconds: (performance.now() - started) / 1000,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     cpuSecondsByDataset,
-    disk: { executions: await diskParts(dataDir, 'executions'), logs: await diskParts(dataDir, 'logs') },
   };
 }

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { nodeFlags, serviceProcessEnv, THREADPOOL_SIZE } from '../../main.js';
 import { ConfigError, loadConfig } from '../../schemas/config.js';
+import { compactionOptions } from '../../storage/compaction.js';
 
 describe('config', () => {
   it('has working defaults', () => {
@@ -88,4 +89,25 @@ describe('config', () => {
       expect(threads(env) - threads({})).toBe(THREADPOOL_SIZE - 4);
     },
   );
+  it("gives the compactor's options: the running hour's memory within the full limit, sidecars by METRICS_ROLLUPS", () => {
+    const d = compactionOptions(loadConfig({}));
+    expect(d).toEqual({
+      minFiles: 16,
+      graceMs: 60_000,
+      codec: 'zstd',
+      memory: { full: 512, running: 256 },
+      sidecars: ['rollups', 'minutes'],
+    });
+    const c = compactionOptions(
+      loadConfig({
+        COMPACTION_MEMORY_MB: '192',
+        COMPACTION_RUNNING_MEMORY_MB: '300',
+        COMPACTION_COMPRESSION: 'lz4',
+        METRICS_ROLLUPS: 'false',
+      }),
+    );
+    expect(c.memory).toEqual({ full: 192, running: 192 });
+    expect(c.codec).toBe('lz4');
+    expect(c.sidecars).toEqual(['rollups']);
+  });
 });

@@ -20,6 +20,21 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
     (s) => s.flushMsTotal / 1000,
   ],
   ['svc_pipeline_last_flush_seconds', 'Duration of the last batch flush.', (s) => s.lastFlushMs / 1000],
+  [
+    'svc_compaction_passes_total',
+    'Compaction passes this process completed (the process holding the compaction lease runs them).',
+    (s) => s.compactionPasses,
+  ],
+  [
+    'svc_compaction_seconds_total',
+    'Summed duration of those passes (the compactor runs one DuckDB thread).',
+    (s) => s.compactionMsTotal / 1000,
+  ],
+  [
+    'svc_compaction_memory_fallbacks_total',
+    "Statements of a running hour's merge that ran out of memory at COMPACTION_RUNNING_MEMORY_MB and ran again at COMPACTION_MEMORY_MB (the service's memory rises while one runs).",
+    (s) => s.compactionMemoryFallbacks,
+  ],
   ['svc_pipeline_last_flush_rows', 'Rows in the last batch flush.', (s) => s.lastFlushRows],
   [
     'svc_rejected_items_total',

@@ -20,6 +20,7 @@ import { compactionOptions } from '../storage/compaction.js';
 import { type DiskParts, totalBytes } from './support/dataset.js';
 import { type HourEndCost, hourEndCost, type PassCost, runningMergesCost } from './support/hour-end.js';
 import {
+  compactionSummary,
   drive,
   flushSummary,
   listedTotal,
@@ -340,6 +341,8 @@ export interface RunResult {
   workQueueAtStoredRate?: { execPerSec: number; natsMicrosPerExecution: number | null };
   /** The pipeline's batch flushes during the measured load and its drain (flushSummary). */
   flushes: ReturnType<typeof flushSummary>;
+  /** The compactor's passes during the measured load and its drain (compactionSummary). */
+  compaction: ReturnType<typeof compactionSummary>;
   /** Marked executions never listed but found by id. */
   unseenButStored: string[];
   service: {
@@ -566,6 +569,7 @@ async function runLoad(
       lastAcceptToVisibleMs: visibleAt - load.lastAcceptAt,
       visibleLatency: prober.summary(),
       flushes: flushSummary(sampler.flushes0, timeline),
+      compaction: compactionSummary(sampler.flushes0, timeline),
       unseenButStored: prober.unseenButStored,
       service: {
         cpuSeconds,
@@ -640,6 +644,12 @@ function runTable(r: RunResult, o: Options, baselines: Baselines | null): string
       'batch flushes: count, mean, worst second',
       r.flushes
         ? `${fmt(r.flushes.flushes)}, ${fmt(r.flushes.meanMs)} ms, ${fmt(r.flushes.worstSecondMeanMs)} ms`
+        : '–',
+    ],
+    [
+      'compactor passes during the run, time, memory fallbacks',
+      r.compaction
+        ? `${fmt(r.compaction.passes)}, ${fmt(r.compaction.seconds, 1)} s, ${fmt(r.compaction.memoryFallbacks)}`
         : '–',
     ],
     ['raw JetStream publish exec/s (ceiling)', fmt(raw)],

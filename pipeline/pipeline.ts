@@ -67,6 +67,14 @@ export interface PipelineStats {
   groupedParses: number;
   /** Bodies moved to a parse worker in the buffer they arrived in (broker/client-buffers.ts); the others copied. */
   movedBodies: number;
+  /** Compaction passes this process ran (it holds the compaction lease), and their summed duration. */
+  compactionPasses: number;
+  compactionMsTotal: number;
+  /**
+   * Statements of a running hour's merge that ran out of memory at COMPACTION_RUNNING_MEMORY_MB and ran again at
+   * COMPACTION_MEMORY_MB: each is a rise of the service's memory by about the difference while it runs.
+   */
+  compactionMemoryFallbacks: number;
   /**
    * Messages another process was committing when a batch of this one claimed them (naked, to come again), and
    * commits of a stalled or dead process fenced by this one (pipeline/commit-claims.ts).
@@ -152,6 +160,9 @@ export class Pipeline {
     flushMsTotal: 0,
     groupedParses: 0,
     movedBodies: 0,
+    compactionPasses: 0,
+    compactionMsTotal: 0,
+    compactionMemoryFallbacks: 0,
   };
 
   constructor(opts: PipelineOptions) {
@@ -515,11 +526,15 @@ export class Pipeline {
         return held;
       };
       if (!(await holds())) return null;
+      const started = performance.now();
       const stats = await runCompaction(engine, config.dataDir, {
         ...compactionOptions(config),
         // Asked before each partition: a pass that stalled past its lease stops where another took over.
         stillHolds: holds,
       });
+      this.#stats.compactionPasses++;
+      this.#stats.compactionMsTotal += performance.now() - started;
+      this.#stats.compactionMemoryFallbacks += stats.memoryFallbacks ?? 0;
       if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost || stats.memoryFallbacks)
         log.info(stats, 'compaction pass');
       return stats;

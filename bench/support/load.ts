@@ -304,6 +304,10 @@ export interface Sample {
   /** The pipeline's batch flushes so far, and their summed duration in seconds (/metrics; null for an older build). */
   flushes: number | null;
   flushSeconds: number | null;
+  /** The compactor's passes so far, their summed duration in seconds and its memory fallbacks (/metrics). */
+  compactions: number | null;
+  compactionSeconds: number | null;
+  compactionFallbacks: number | null;
 }
 
 /** The service's own figure `name` from its Prometheus text, or null. */
@@ -373,12 +377,19 @@ export class Sampler {
     this.flushes0 = {
       flushes: promValue(metrics, 'svc_pipeline_flushes_total'),
       flushSeconds: promValue(metrics, 'svc_pipeline_flush_seconds_total'),
+      ...compactionCounters(metrics),
     };
     this.#timer = setInterval(() => void this.sample(), 1000);
   }
 
-  /** The flush counters when the load started: flushSummary's first point. */
-  flushes0: Pick<Sample, 'flushes' | 'flushSeconds'> = { flushes: null, flushSeconds: null };
+  /** The flush and compaction counters when the load started: flushSummary's and compactionSummary's first point. */
+  flushes0: Pick<Sample, 'flushes' | 'flushSeconds' | CompactionCounter> = {
+    flushes: null,
+    flushSeconds: null,
+    compactions: null,
+    compactionSeconds: null,
+    compactionFallbacks: null,
+  };
 
   #written0: number | null = null;
 
@@ -416,6 +427,7 @@ export class Sampler {
         rssMiB: proc?.rssMiB ?? null,
         flushes: promValue(metrics, 'svc_pipeline_flushes_total'),
         flushSeconds: promValue(metrics, 'svc_pipeline_flush_seconds_total'),
+        ...compactionCounters(metrics),
       };
       this.samples.push(s);
       this.onSample?.(s);
@@ -430,6 +442,34 @@ export class Sampler {
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
   }
+}
+
+type CompactionCounter = 'compactions' | 'compactionSeconds' | 'compactionFallbacks';
+
+function compactionCounters(metrics: string): Pick<Sample, CompactionCounter> {
+  return {
+    compactions: promValue(metrics, 'svc_compaction_passes_total'),
+    compactionSeconds: promValue(metrics, 'svc_compaction_seconds_total'),
+    compactionFallbacks: promValue(metrics, 'svc_compaction_memory_fallbacks_total'),
+  };
+}
+
+/**
+ * The compactor's passes from `start` (the counters when the load started) to the timeline's last sample: how many,
+ * their summed duration, and how many of its running-hour statements ran again at the full memory limit (each
+ * raises the service's memory while it runs). Null without the metrics (an older build).
+ */
+export function compactionSummary(
+  start: Pick<Sample, CompactionCounter>,
+  timeline: readonly Sample[],
+): { passes: number; seconds: number; memoryFallbacks: number } | null {
+  const last = timeline.at(-1);
+  if (!last || start.compactions === null || last.compactions === null) return null;
+  return {
+    passes: last.compactions - start.compactions,
+    seconds: (last.compactionSeconds ?? 0) - (start.compactionSeconds ?? 0),
+    memoryFallbacks: (last.compactionFallbacks ?? 0) - (start.compactionFallbacks ?? 0),
+  };
 }
 
 /**

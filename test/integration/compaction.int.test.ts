@@ -82,6 +82,12 @@ describe('compaction', () => {
     stop = true;
     await loop;
     expect(pass?.partitions).toBeGreaterThanOrEqual(1);
+    // /metrics counts the pass: the first of this service, run at the full memory limit (an ended hour).
+    const metrics = (await call(stack.service, 'GET', '/metrics')).body;
+    const figure = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    expect(figure('svc_compaction_passes_total')).toBe(1);
+    expect(figure('svc_compaction_seconds_total')).toBeGreaterThan(0);
+    expect(figure('svc_compaction_memory_fallbacks_total')).toBe(0);
     expect(counts.length).toBeGreaterThan(3);
     expect(new Set(counts)).toEqual(new Set([200]));
 

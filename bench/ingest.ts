@@ -726,7 +726,7 @@ function hourEndRows(r: RunResult): [string, string][] {
     ],
     [
       'bytes on disk per execution after the hour end',
-      `executions ${fmt(bytes(e), 1)} (hour files ${fmt(e.hourFiles / n, 1)}, by-id copies ${fmt(e.byIdCopies / n, 1)}, ` +
+      `executions ${fmt(bytes(e), 1)} (hour files ${fmt(e.hourFiles / n, 1)}, by-id copies ${fmt(e.byIdCopies / n, 1)}, id filters ${fmt(e.idFilters / n, 1)}, ` +
         `rollups ${fmt((e.rollups + e.minutes) / n, 1)}, manifests ${fmt(e.other / n, 1)}); logs ${fmt(bytes(h.disk.logs), 1)}`,
     ],
   ];

@@ -69,6 +69,8 @@ const USAGE = `usage: node dist/bench/query.js [options]
   --executions N   executions in the dataset (10000000)
   --quick          1000000 executions (unless --executions is given)
   --hours H        time span of the dataset, ending when it is generated (6)
+  --span-ids       execution ids of 16 random hex digits, as the Node SDK and OTLP send them (span ids), instead
+                   of ULIDs: every hour's by-id copy then has a part whose range holds any id
   --seed N         generator seed (42)
   --runs N         measured runs per query, after the warm-up (30)
   --warmup N       warm-up runs per query and side (3)
@@ -83,6 +85,7 @@ const USAGE = `usage: node dist/bench/query.js [options]
 interface Options {
   executions: number;
   hours: number;
+  spanIds: boolean;
   seed: number;
   runs: number;
   warmup: number;
@@ -108,6 +111,7 @@ function parseOptions(args: string[]): Options | null {
       keep: { type: 'boolean', default: false },
       explain: { type: 'boolean', default: false },
       only: { type: 'string' },
+      'span-ids': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -126,6 +130,7 @@ function parseOptions(args: string[]): Options | null {
           ? 1_000_000
           : 10_000_000,
     hours: int('hours', values.hours, 2, 24 * 30),
+    spanIds: values['span-ids'] ?? false,
     seed: int('seed', values.seed, 0, 2 ** 31),
     runs: int('runs', values.runs, 1, 100_000),
     warmup: int('warmup', values.warmup, 0, 1000),
@@ -809,9 +814,14 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
   const tempDir = o.dataDir ? null : await fs.mkdtemp(path.join(os.tmpdir(), 'svc-bench-query-'));
   const dataDir = o.dataDir ?? path.join(tempDir!, 'data');
   try {
-    const params = { executions: o.executions, hours: o.hours, seed: o.seed };
+    const params = {
+      executions: o.executions,
+      hours: o.hours,
+      seed: o.seed,
+      ...(o.spanIds ? { ids: 'span' as const } : {}),
+    };
     process.stdout.write(
-      `dataset: ${fmt(o.executions)} executions over ${o.hours} h, seed ${o.seed}, in ${dataDir}\n`,
+      `dataset: ${fmt(o.executions)} executions over ${o.hours} h${o.spanIds ? ' with span ids' : ''}, seed ${o.seed}, in ${dataDir}\n`,
     );
     const { marker, reused } = await prepareDataset(dataDir, params, {
       batchRows: o.batchRows,
@@ -837,7 +847,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<void
       const per = (n: number) => fmt(n / o.executions, 1);
       process.stdout.write(
         `  ${dataset} on disk: ${per(sum)} B per execution = hour files ${per(parts.hourFiles)} + by-id copies ` +
-          `${per(parts.byIdCopies)} + rollups ${per(parts.rollups)} + per-minute rollups ${per(parts.minutes)} + ` +
+          `${per(parts.byIdCopies)} + id filters ${per(parts.idFilters)} + rollups ${per(parts.rollups)} + per-minute rollups ${per(parts.minutes)} + ` +
           `manifests ${per(parts.other)}\n`,
       );
     }

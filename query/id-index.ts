@@ -1,19 +1,24 @@
+import fs from 'node:fs/promises';
 import path from 'node:path';
+import { idFilterPath, idHashes, mayContain } from '../storage/id-filter.js';
 import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manifest.js';
 
 /**
  * Reads by execution id go through the by-id copies of compacted files (storage/compaction.ts): each file's rows
  * sorted by execution id, in parts holding disjoint slices of the ids. The partition's manifest lists each
- * part with its range of ids, so a lookup opens only the part that may hold the id, where the statistics of its
- * small row groups single out one of them.
+ * part with its range of ids (and, for executions, where the filter of its ids is: storage/id-filter.ts), so a
+ * lookup opens only the part that may hold the id, where the statistics of its small row groups single out one of
+ * them. Random ids (span ids) fall in a part's range in every hour: there the filters leave out the hours without it.
  */
 
+type Part = ByIdPart & { path: string; filterPath: string };
+
 // Files are immutable once visible, and a file's parts become visible with it: each file is looked up once.
-const partsByFile = new Map<string, (ByIdPart & { path: string })[] | null>();
+const partsByFile = new Map<string, Part[] | null>();
 const MAX_CACHED = 100_000;
 
 /** Each compacted file's by-id parts, or null when it has none (merged while its hour was written, or before). */
-async function partsOf(compacted: string[]): Promise<((ByIdPart & { path: string })[] | null)[]> {
+async function partsOf(compacted: string[]): Promise<(Part[] | null)[]> {
   const unknown = compacted.filter((p) => !partsByFile.has(p));
   if (unknown.length > 0) {
     const dirs = [...new Set(unknown.map((p) => path.dirname(p)))];
@@ -22,14 +27,61 @@ async function partsOf(compacted: string[]): Promise<((ByIdPart & { path: string
     for (const p of unknown) {
       const dir = path.dirname(p);
       const parts = manifests.get(dir)?.byId?.[path.basename(p)];
-      partsByFile.set(p, parts ? parts.map((part) => ({ ...part, path: path.join(dir, part.name) })) : null);
+      partsByFile.set(
+        p,
+        parts
+          ? parts.map((part) => ({ ...part, path: path.join(dir, part.name), filterPath: idFilterPath(p) }))
+          : null,
+      );
     }
   }
   return compacted.map((p) => partsByFile.get(p) ?? null);
 }
 
-const mayHold = (part: ByIdPart, id: string) =>
+const inRange = (part: ByIdPart, id: string) =>
   part.rows > 0 && (part.min === null || part.min <= id) && (part.max === null || id <= part.max);
+
+/**
+ * Parts' filters, read once and kept up to a budget (about 40 KiB a part of 32k executions; a lookup reads one per
+ * hour kept, the part whose range holds the id). Dropped oldest first.
+ */
+const filters = new Map<string, Uint8Array>();
+let filterBytes = 0;
+const FILTER_BUDGET = 64 * 1024 * 1024;
+
+async function filterOf(part: Part): Promise<Uint8Array> {
+  const cached = filters.get(part.path);
+  if (cached) return cached;
+  const { at, bytes } = part.filter!;
+  const out = new Uint8Array(bytes);
+  const handle = await fs.open(part.filterPath, 'r');
+  try {
+    const { bytesRead } = await handle.read(out, 0, bytes, at);
+    if (bytesRead !== bytes) throw new Error(`${part.filterPath}: ${bytesRead} of ${bytes} bytes at ${at}`);
+  } finally {
+    await handle.close();
+  }
+  // Another lookup may have read it meanwhile.
+  const raced = filters.get(part.path);
+  if (raced) return raced;
+  for (const [k, f] of filters) {
+    if (filterBytes + bytes <= FILTER_BUDGET) break;
+    filters.delete(k);
+    filterBytes -= f.length;
+  }
+  filters.set(part.path, out);
+  filterBytes += bytes;
+  return out;
+}
+
+/** Whether `part` may hold the id: its range holds it and, when it has a filter, the filter does too. */
+async function mayHold(part: Part, id: string, hashes: () => [number, number]): Promise<boolean> {
+  if (!inRange(part, id)) return false;
+  if (!part.filter) return true;
+  // A filter that cannot be read rules nothing out: the part is read, as without one.
+  const filter = await filterOf(part).catch(() => null);
+  return filter === null || mayContain(filter, part.filter.bits, hashes());
+}
 
 /**
  * What to read for the rows of execution `id` among the visible files `paths`: for a compacted file with a by-id
@@ -40,10 +92,15 @@ const mayHold = (part: ByIdPart, id: string) =>
  */
 export async function filesForId(paths: string[], id: string): Promise<string[]> {
   const compacted = paths.filter((p) => path.basename(p).startsWith(COMPACTED_PREFIX));
-  const out: string[] = [];
-  (await partsOf(compacted)).forEach((parts, i) => {
-    if (!parts) out.push(compacted[i]!);
-    else for (const part of parts) if (mayHold(part, id)) out.push(part.path);
-  });
-  return [...out, ...paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX))];
+  let hashed: [number, number] | null = null;
+  const hashes = () => (hashed ??= idHashes(id));
+  const held = await Promise.all(
+    (await partsOf(compacted)).map(async (parts, i) => {
+      if (!parts) return [compacted[i]!];
+      const out: string[] = [];
+      for (const part of parts) if (await mayHold(part, id, hashes)) out.push(part.path);
+      return out;
+    }),
+  );
+  return [...held.flat(), ...paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX))];
 }

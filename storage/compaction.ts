@@ -8,6 +8,7 @@ import { DATASET_NAMES } from './datasets.js';
 import { isOutOfMemory, parquetCopyOptions, type QueryEngine, type SqlParam } from './duckdb.js';
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
+import { idFilterPath, writeIdFilters } from './id-filter.js';
 import { datePartitions, hourPartitions, modeDirs } from './layout.js';
 import {
   type ByIdPart,
@@ -90,12 +91,13 @@ const RUNNING: Record<DatasetName, string> = {
  * those of an execution. The copy costs a sort when the hour ends; merges while the hour is written do not make
  * one (the current hour's few files are read whole).
  */
-const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: string }>> = {
+const BY_ID: Partial<Record<DatasetName, ByIdSpec & { rows: string }>> = {
   executions: {
     rows: 'SELECT count(*)::DOUBLE AS n FROM read_parquet($file, hive_partitioning = false)',
     sql: `SELECT * FROM read_parquet($file, hive_partitioning = false)
       ORDER BY execution_id, received_at, ingest_seq`,
     rowGroup: 2048,
+    filtered: true,
   },
   logs: {
     rows: 'SELECT count(execution_id)::DOUBLE AS n FROM read_parquet($file, hive_partitioning = false)',
@@ -105,6 +107,16 @@ const BY_ID: Partial<Record<DatasetName, { sql: string; rowGroup: number; rows: 
   },
 };
 const BY_ID_ROW_GROUPS = 16;
+
+/**
+ * A by-id copy: its statement and row groups, and whether its parts get filters of their ids (storage/id-filter.ts):
+ * an execution is looked up in every hour kept, an execution's logs only in the hours around it.
+ */
+interface ByIdSpec {
+  sql: string;
+  rowGroup: number;
+  filtered?: boolean;
+}
 
 /**
  * The columns an hour's executions file leaves to its by-id copy: what only the detail of one execution reads
@@ -141,9 +153,10 @@ const EXECUTIONS_ROW_GROUP = 16_384;
  * cost 2–6 µs per row beside the sort's 4–5 (one DuckDB thread, an ingest benchmark hour of 737k executions); the
  * count of distinct ids that tells them apart, 0.5.
  */
-const SPLIT_BY_ID = {
+const SPLIT_BY_ID: ByIdSpec = {
   sql: `${ALL_ROWS} ${FIRST_COPY} ORDER BY execution_id, received_at, ingest_seq`,
   rowGroup: BY_ID.executions!.rowGroup,
+  filtered: true,
 };
 const SPLIT_BY_ID_UNIQUE = { ...SPLIT_BY_ID, sql: `${ALL_ROWS} ORDER BY execution_id` };
 const DUPLICATE_IDS = `SELECT (count(*) - count(DISTINCT execution_id))::DOUBLE AS n
@@ -403,7 +416,7 @@ export async function compactPartition(
         const byIdSpec = hourEnded ? BY_ID[dataset] : undefined;
         byId = byIdSpec ? await writeByIdOrNone(engine, byIdSpec, tmpPath, outPath, codec) : null;
       }
-      await fsyncAll([tmpPath, ...(byId ?? []).map((p) => path.join(dir, p.name))]);
+      await fsyncAll([tmpPath, ...byIdFiles(outPath, byId ?? [])]);
       await fs.rename(tmpPath, outPath);
       await fsyncDir(dir);
     } catch (err) {
@@ -446,7 +459,7 @@ export async function compactPartition(
     const file = path.join(dir, lone);
     const byId = await writeByIdOrNone(engine, byIdSpec, file, file, opts.codec ?? 'zstd');
     if (byId) {
-      await fsyncAll(byId.map((p) => path.join(dir, p.name)));
+      await fsyncAll(byIdFiles(file, byId));
       await fsyncDir(dir);
       next = { ...manifest, version: manifest.version + 1, byId: { ...manifest.byId, [lone]: byId } };
       await writeManifest(dir, next);
@@ -472,6 +485,7 @@ export async function compactPartition(
       await fs.rm(legacyIdIndexPath(path.join(dir, r.name)), { force: true });
       for (const kind of EXECUTION_SIDECARS) await fs.rm(path.join(dir, kind.name(r.name)), { force: true });
       for (const part of byIdPartsOf(r.name, names)) await fs.rm(path.join(dir, part), { force: true });
+      await fs.rm(idFilterPath(path.join(dir, r.name)), { force: true });
     }
     next = {
       ...next,
@@ -536,6 +550,7 @@ async function addSidecars(
 /** Removes the by-id parts of `dataPath` and the directory DuckDB writes them into. */
 async function removeById(dataPath: string): Promise<void> {
   await fs.rm(byIdTempDir(dataPath), { recursive: true, force: true });
+  await fs.rm(idFilterPath(dataPath), { force: true });
   const names = await fs.readdir(path.dirname(dataPath)).catch(() => [] as string[]);
   for (const part of byIdPartsOf(path.basename(dataPath), names))
     await fs.rm(path.join(path.dirname(dataPath), part), { force: true });
@@ -602,7 +617,7 @@ async function writeSplitOrNone(
  */
 async function writeByIdOrNone(
   engine: QueryEngine,
-  byId: { sql: string; rowGroup: number; rows: string },
+  byId: ByIdSpec & { rows: string },
   source: string,
   outPath: string,
   codec: CompactionCodec,
@@ -628,7 +643,7 @@ async function writeByIdOrNone(
  */
 async function writeById(
   engine: QueryEngine,
-  byId: { sql: string; rowGroup: number },
+  byId: ByIdSpec,
   params: Record<string, SqlParam>,
   outPath: string,
   codec: CompactionCodec,
@@ -660,7 +675,7 @@ async function writeById(
     { files: parts },
   );
   const byFile = new Map(stats.map((r) => [r.file_name as string, r]));
-  return parts.map((p) => {
+  const out: ByIdPart[] = parts.map((p) => {
     // A part without a row group lists no row in parquet_metadata.
     const r = byFile.get(p);
     const bounded = r !== undefined && Number(r.open) === 0;
@@ -671,6 +686,24 @@ async function writeById(
       rows: r ? Number(r.rows) : 0,
     };
   });
+  if (byId.filtered) {
+    const slices = await writeIdFilters(
+      engine,
+      parts.map((p, k) => ({ path: p, rows: out[k]!.rows })),
+      idFilterPath(outPath),
+    );
+    slices.forEach((slice, k) => {
+      if (slice) out[k]!.filter = slice;
+    });
+  }
+  return out;
+}
+
+/** The files a by-id copy wrote beside `dataPath`: its parts, and their filters when it has them. */
+function byIdFiles(dataPath: string, parts: readonly ByIdPart[]): string[] {
+  const dir = path.dirname(dataPath);
+  const files = parts.map((p) => path.join(dir, p.name));
+  return parts.some((p) => p.filter) ? [...files, idFilterPath(dataPath)] : files;
 }
 
 /** Every partition of every dataset, oldest first. */

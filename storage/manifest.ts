@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileDurably } from './fsync.js';
+import type { IdFilterSlice } from './id-filter.js';
 
 /**
  * A partition's manifest: which compacted files are live, and which files they replaced. It is replaced
@@ -51,6 +52,8 @@ export interface ByIdPart {
   min: string | null;
   max: string | null;
   rows: number;
+  /** Where the part's filter of ids is in the copy's filter file (storage/id-filter.ts); absent: none was made. */
+  filter?: IdFilterSlice;
 }
 
 export const emptyManifest = (): Manifest => ({ version: 0, live: [], replaced: [], deleted: [] });

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DATASET_NAMES } from './datasets.js';
 import { GENERATION_TMP_SUFFIX } from './generation.js';
+import { idFilterDataName } from './id-filter.js';
 import { TMP_SUFFIX } from './layout.js';
 import { byIdDataName, byIdTempDir } from './manifest.js';
 import { sidecarDataName } from './sidecars.js';
@@ -46,10 +47,11 @@ export async function removeOrphanTempFiles(
         }
       } else if (e.isDirectory() && depth < 4) await walk(p, depth + 1);
       else if (e.isFile()) {
-        // A by-id part or a sidecar (or an earlier version's id index) is an orphan only when its data file never
+        // A by-id part, its filters or a sidecar (or an earlier version's id index) is an orphan only when its data file never
         // made it.
         const data =
           byIdDataName(e.name) ??
+          idFilterDataName(e.name) ??
           sidecarDataName(e.name) ??
           (e.name.endsWith(LEGACY_INDEX_SUFFIX) ? e.name.slice(0, -'.ids'.length) : null);
         const orphan =

@@ -16,6 +16,7 @@ import { BatchWriter, type PartitionBatch } from '../../storage/batch-writer.js'
 import { CommitJournal, type Delivery } from '../../storage/commit-journal.js';
 import { runCompaction } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
+import { ID_FILTER_SUFFIX } from '../../storage/id-filter.js';
 import { PARQUET_SUFFIX } from '../../storage/layout.js';
 import type { Codec } from '../../storage/parquet-encode.js';
 import { rng } from '../traffic.js';
@@ -74,6 +75,11 @@ export interface DatasetParams {
   executions: number;
   hours: number;
   seed: number;
+  /**
+   * Execution ids: ULIDs (absent, the default: time first, as the service assigns them) or `span`, 16 random hex
+   * digits as the Node SDK and OTLP send them (span ids), which every hour's by-id copy has a part in range of.
+   */
+  ids?: 'span';
 }
 
 export interface GenerationStats {
@@ -539,7 +545,7 @@ export class TrafficGenerator {
       bodySize: statusCode === 204 ? 0 : Math.floor(80 + r() * 4000),
     };
     const rec: ExecutionRecord = {
-      executionId: ulid(startedAt, r),
+      executionId: this.#params.ids === 'span' ? hex(r, 16) : ulid(startedAt, r),
       traceId: hex(r, 32),
       spanId: hex(r, 16),
       parentSpanId: r() < 0.3 ? hex(r, 16) : null,
@@ -697,7 +703,7 @@ async function writeMarker(dataDir: string, m: DatasetMarker): Promise<void> {
 }
 
 const sameParams = (a: DatasetParams, b: DatasetParams) =>
-  a.executions === b.executions && a.hours === b.hours && a.seed === b.seed;
+  a.executions === b.executions && a.hours === b.hours && a.seed === b.seed && a.ids === b.ids;
 
 async function parquetFiles(dir: string): Promise<{ files: number; bytes: number }> {
   let files = 0;
@@ -717,6 +723,8 @@ export interface DiskParts {
   hourFiles: number;
   /** Their by-id copies (`*.ids-NNNN`). */
   byIdCopies: number;
+  /** The filters of the executions copies' ids (`*.idfilter`, storage/id-filter.ts). */
+  idFilters: number;
   /** The sidecars beside executions files: baseline rollups and per-minute rollups. */
   rollups: number;
   minutes: number;
@@ -730,7 +738,7 @@ export const totalBytes = (parts: DiskParts) =>
 
 /** The bytes under `<dataDir>/<dataset>`, by part. */
 export async function diskParts(dataDir: string, dataset: string): Promise<DiskParts> {
-  const out: DiskParts = { hourFiles: 0, byIdCopies: 0, rollups: 0, minutes: 0, other: 0 };
+  const out: DiskParts = { hourFiles: 0, byIdCopies: 0, idFilters: 0, rollups: 0, minutes: 0, other: 0 };
   const root = path.join(dataDir, dataset);
   const entries = await fs.readdir(root, { recursive: true, withFileTypes: true }).catch(() => []);
   for (const e of entries) {
@@ -740,11 +748,13 @@ export async function diskParts(dataDir: string, dataset: string): Promise<DiskP
       ? 'hourFiles'
       : /\.ids-\d+$/.test(e.name)
         ? 'byIdCopies'
-        : e.name.endsWith('.rollup')
-          ? 'rollups'
-          : /\.minutes(-v\d+)?$/.test(e.name)
-            ? 'minutes'
-            : 'other';
+        : e.name.endsWith(ID_FILTER_SUFFIX)
+          ? 'idFilters'
+          : e.name.endsWith('.rollup')
+            ? 'rollups'
+            : /\.minutes(-v\d+)?$/.test(e.name)
+              ? 'minutes'
+              : 'other';
     out[part] += size;
   }
   return out;

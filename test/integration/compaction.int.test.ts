@@ -1,11 +1,13 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { filesForId } from '../../query/id-index.js';
 import { CommitJournal } from '../../storage/commit-journal.js';
 import { compactPartition } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
+import { idFilterPath } from '../../storage/id-filter.js';
 import { listPartitionFiles, partitionDir } from '../../storage/layout.js';
-import { byIdPartsOf, legacyIdIndexPath, MANIFEST } from '../../storage/manifest.js';
+import { byIdPartsOf, legacyIdIndexPath, MANIFEST, type Manifest } from '../../storage/manifest.js';
 import { eventually, execution, ingest, startStack, type TestStack } from '../support/env.js';
 import { call, type SignedUp, signup } from '../support/http.js';
 
@@ -305,6 +307,24 @@ describe('by-id copies', () => {
     expect([moreEx.length, moreLogs.length]).toEqual([0, 0]);
     expect((await partsOf(exFile!)).length).toBeGreaterThan(1);
     expect(await partsOf(logFile!)).toHaveLength(1);
+    // The executions copy's parts have filters of their ids, in one file beside them (the logs' have none).
+    const manifestOf = async (f: string) =>
+      JSON.parse(await fs.readFile(path.join(path.dirname(f), MANIFEST), 'utf8')) as Manifest;
+    const exParts = (await manifestOf(exFile!)).byId![path.basename(exFile!)]!;
+    expect(exParts.every((p) => p.filter !== undefined && p.filter.bits >= p.rows * 10)).toBe(true);
+    expect((await fs.stat(idFilterPath(exFile!))).size).toBe(
+      exParts.reduce((n, p) => n + p.filter!.bytes, 0),
+    );
+    expect((await manifestOf(logFile!)).byId![path.basename(logFile!)]!.some((p) => p.filter)).toBe(false);
+    // Ids that sort just after an execution's fall in its part's range, so the range alone would read the part;
+    // the filter leaves it out, but for its false positives (about 0.8 %). The execution's own id finds its part.
+    const absent = others.slice(0, 300).map((o) => `${o.executionId}~`);
+    const inRange = absent.filter((id) => exParts.some((p) => p.min! <= id && id <= p.max!));
+    expect(inRange.length).toBeGreaterThan(250);
+    const read = await Promise.all(inRange.map((id) => filesForId([exFile!], id)));
+    expect(read.filter((f) => f.length > 0).length).toBeLessThan(10);
+    for (const o of others.slice(0, 50))
+      expect(await filesForId([exFile!], o.executionId as string)).toHaveLength(1);
 
     // After the merge: one more log in a file of its own (no copy) and one in the next hour's partition.
     await send({
@@ -400,6 +420,19 @@ describe('by-id copies', () => {
     expect(await Promise.all(first.map((e) => detailNow(e.executionId as string)))).toEqual(before);
     expect(await detailNow(late.executionId as string)).toEqual(lateBefore);
     expect(await total(window)).toBe(3);
+    // Past the grace period the replaced file goes, with its copy and the filters of its ids.
+    await expect(fs.access(idFilterPath(merged))).resolves.toBeUndefined();
+    await eventually(
+      async () => {
+        await stack.service.pipeline!.compact();
+        return fs.access(idFilterPath(merged)).then(
+          () => 'kept',
+          () => 'deleted',
+        );
+      },
+      (state) => state === 'deleted',
+    );
+    expect(await partsOf(merged)).toEqual([]);
   });
 
   it('the detail’s logs are those of the execution’s window: ±1 h around it, in whole hours, however long it ran', async () => {

@@ -325,21 +325,25 @@ describe('commit journal', () => {
     await fs.writeFile(path.join(at('c-dying.parquet.ids.tmp'), 'data_0.parquet'), 'x');
     await fs.writeFile(at('a.parquet.ids-0000'), 'x');
     await fs.writeFile(at('a.parquet.ids'), 'x');
+    // The same for the filters of a copy's ids.
+    await fs.writeFile(at('c-dead.parquet.idfilter'), 'x');
+    await fs.writeFile(at('a.parquet.idfilter'), 'x');
     // The same for a baseline rollup.
     await fs.writeFile(at('c-dead.parquet.rollup'), 'x');
     await fs.writeFile(at('a.parquet.rollup'), 'x');
     // And a generation file whose writer died before renaming it into place.
     await fs.writeFile(at('_generation.0a1b2c.gen.tmp'), 'x');
     expect(await removeOrphanTempFiles(data, 60_000)).toBe(0);
-    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(6);
+    expect(await removeOrphanTempFiles(data, 60_000, Date.now() + 120_000)).toBe(7);
     for (const gone of [
       'c-dead.parquet.ids-0000',
       'c-dead.parquet.ids',
+      'c-dead.parquet.idfilter',
       'c-dying.parquet.ids.tmp',
       'c-dead.parquet.rollup',
     ])
       await expect(fs.access(at(gone))).rejects.toThrow();
-    for (const kept of ['a.parquet.ids-0000', 'a.parquet.ids', 'a.parquet.rollup'])
+    for (const kept of ['a.parquet.ids-0000', 'a.parquet.ids', 'a.parquet.idfilter', 'a.parquet.rollup'])
       await expect(fs.access(at(kept))).resolves.toBeUndefined();
     await expect(fs.access(tmp('c'))).rejects.toThrow();
     await expect(fs.access(fin('a'))).resolves.toBeUndefined();

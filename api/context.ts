@@ -22,7 +22,7 @@ const PIPELINE_FIGURES: [string, string, (s: PipelineStats) => number][] = [
   ['svc_pipeline_last_flush_seconds', 'Duration of the last batch flush.', (s) => s.lastFlushMs / 1000],
   [
     'svc_compaction_passes_total',
-    'Compaction passes this process completed (the process holding the compaction lease runs them).',
+    'Compaction passes this process ran, failed ones included (the process holding the compaction lease runs them).',
     (s) => s.compactionPasses,
   ],
   [

@@ -67,7 +67,7 @@ export interface PipelineStats {
   groupedParses: number;
   /** Bodies moved to a parse worker in the buffer they arrived in (broker/client-buffers.ts); the others copied. */
   movedBodies: number;
-  /** Compaction passes this process ran (it holds the compaction lease), and their summed duration. */
+  /** Compaction passes this process ran, failed ones included (it holds the compaction lease), and their time. */
   compactionPasses: number;
   compactionMsTotal: number;
   /**
@@ -527,14 +527,16 @@ export class Pipeline {
       };
       if (!(await holds())) return null;
       const started = performance.now();
+      // Counted whether the pass succeeds or fails (a partition that keeps failing still costs its time).
       const stats = await runCompaction(engine, config.dataDir, {
         ...compactionOptions(config),
         // Asked before each partition: a pass that stalled past its lease stops where another took over.
         stillHolds: holds,
+        onMemoryFallback: () => this.#stats.compactionMemoryFallbacks++,
+      }).finally(() => {
+        this.#stats.compactionPasses++;
+        this.#stats.compactionMsTotal += performance.now() - started;
       });
-      this.#stats.compactionPasses++;
-      this.#stats.compactionMsTotal += performance.now() - started;
-      this.#stats.compactionMemoryFallbacks += stats.memoryFallbacks ?? 0;
       if (stats.partitions > 0 || stats.deleted > 0 || stats.leaseLost || stats.memoryFallbacks)
         log.info(stats, 'compaction pass');
       return stats;

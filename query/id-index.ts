@@ -43,7 +43,7 @@ const inRange = (part: ByIdPart, id: string) =>
 
 /**
  * Parts' filters, read once and kept up to a budget (about 40 KiB a part of 32k executions; a lookup reads one per
- * hour kept, the part whose range holds the id). Dropped oldest first.
+ * hour kept, the part whose range holds the id). Dropped least recently used first.
  */
 const filters = new Map<string, Uint8Array>();
 let filterBytes = 0;
@@ -51,7 +51,12 @@ const FILTER_BUDGET = 64 * 1024 * 1024;
 
 async function filterOf(part: Part): Promise<Uint8Array> {
   const cached = filters.get(part.path);
-  if (cached) return cached;
+  if (cached) {
+    // Used now: the last to go.
+    filters.delete(part.path);
+    filters.set(part.path, cached);
+    return cached;
+  }
   const { at, bytes } = part.filter!;
   const out = new Uint8Array(bytes);
   const handle = await fs.open(part.filterPath, 'r');

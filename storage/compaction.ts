@@ -241,6 +241,8 @@ export interface CompactionOptions {
    * replace one partition's manifest at once.
    */
   stillHolds?: () => Promise<boolean>;
+  /** Told of each running-hour statement run again at the full memory limit (atRunningMemory), as it happens. */
+  onMemoryFallback?: () => void;
 }
 
 /**
@@ -386,7 +388,12 @@ export async function compactPartition(
   // What the running hour's merges run (and their sidecars): at the running limit.
   let memoryFallbacks = 0;
   const limited = <T>(work: () => Promise<T>) =>
-    hourEnded ? work() : atRunningMemory(engine, opts.memory, work, () => memoryFallbacks++);
+    hourEnded
+      ? work()
+      : atRunningMemory(engine, opts.memory, work, () => {
+          memoryFallbacks++;
+          opts.onMemoryFallback?.();
+        });
   let compacted = 0;
   let next = manifest;
   if (inputs.length > 0) {
@@ -464,6 +471,27 @@ export async function compactPartition(
       next = { ...manifest, version: manifest.version + 1, byId: { ...manifest.byId, [lone]: byId } };
       await writeManifest(dir, next);
       await changedHours([[dir, hourStart]]);
+    }
+  }
+  const loneParts =
+    lone !== null && hourEnded && inputs.length === 0 && byIdSpec?.filtered ? next.byId?.[lone] : undefined;
+  if (loneParts?.some((p) => p.rows > 0) && loneParts.every((p) => !p.filter)) {
+    // A copy written before its parts got filters of their ids gets them now, its parts as they are.
+    const file = path.join(dir, lone!);
+    const slices = await writeIdFilters(
+      engine,
+      loneParts.map((p) => ({ path: path.join(dir, p.name), rows: p.rows })),
+      idFilterPath(file),
+    ).catch(async () => {
+      await fs.rm(idFilterPath(file), { force: true });
+      return null;
+    });
+    if (slices) {
+      await fsyncFile(idFilterPath(file));
+      await fsyncDir(dir);
+      const parts = loneParts.map((p, k) => (slices[k] ? { ...p, filter: slices[k] } : p));
+      next = { ...next, version: next.version + 1, byId: { ...next.byId, [lone!]: parts } };
+      await writeManifest(dir, next);
     }
   }
   let sidecarError: unknown;
@@ -687,11 +715,15 @@ async function writeById(
     };
   });
   if (byId.filtered) {
+    // Without its filters the copy still serves every lookup (by the parts' ranges, as before filters).
     const slices = await writeIdFilters(
       engine,
       parts.map((p, k) => ({ path: p, rows: out[k]!.rows })),
       idFilterPath(outPath),
-    );
+    ).catch(async () => {
+      await fs.rm(idFilterPath(outPath), { force: true });
+      return [];
+    });
     slices.forEach((slice, k) => {
       if (slice) out[k]!.filter = slice;
     });

@@ -66,8 +66,8 @@ export function mayContain(filter: Uint8Array, bits: number, [a, b]: [number, nu
 
 /**
  * Builds the filter of each part in `parts` (their paths, with their row counts) from the ids DuckDB reads back,
- * and writes them one after the other to `target` (not synced: the caller syncs it with the parts). Answers each
- * part's slice, or null for a part without rows.
+ * and writes them one after the other to `target` (not synced: the caller syncs it with the parts; not written when
+ * no part has rows). Answers each part's slice, or null for a part without rows.
  */
 export async function writeIdFilters(
   engine: QueryEngine,
@@ -89,6 +89,6 @@ export async function writeIdFilters(
     slices.push({ at, bytes: filter.length, bits });
     at += filter.length;
   }
-  await fs.writeFile(target, Buffer.concat(filters));
+  if (filters.length > 0) await fs.writeFile(target, Buffer.concat(filters));
   return slices;
 }

@@ -156,9 +156,12 @@ describe('merges of the hour being written', () => {
     const dataDir = await dataDirOf();
     const dir = await flushFiles(dataDir, 4, 4000, 'c');
     // 1 MB: a share of two files, and every merge and sidecar runs out of memory at that limit.
-    const stats = await pass(dataDir, { full: FULL_MB, running: 1 });
+    let told = 0;
+    const stats = await pass(dataDir, { full: FULL_MB, running: 1 }, { onMemoryFallback: () => told++ });
     expect(stats).toMatchObject({ partitions: 1, filesIn: 4 });
     expect(stats.memoryFallbacks).toBeGreaterThanOrEqual(2);
+    // Each told as it happened (what the service's /metrics counts).
+    expect(told).toBe(stats.memoryFallbacks);
     expect(await memoryLimit()).toBe(fullLimit);
     const files = await visible(dataDir);
     expect(files.map((f) => path.basename(f).startsWith(RUNNING_PREFIX))).toEqual([true, true]);

@@ -79,33 +79,38 @@ async function filterOf(part: Part): Promise<Uint8Array> {
   return out;
 }
 
-/** Whether `part` may hold the id: its range holds it and, when it has a filter, the filter does too. */
-async function mayHold(part: Part, id: string, hashes: () => [number, number]): Promise<boolean> {
-  if (!inRange(part, id)) return false;
+/** Whether the filter of `part` (in range of the id) may hold it; a part without one, or whose filter cannot be read, may. */
+async function filterHolds(part: Part, hashes: [number, number]): Promise<boolean> {
   if (!part.filter) return true;
-  // A filter that cannot be read rules nothing out: the part is read, as without one.
   const filter = await filterOf(part).catch(() => null);
-  return filter === null || mayContain(filter, part.filter.bits, hashes());
+  return filter === null || mayContain(filter, part.filter.bits, hashes);
 }
 
 /**
  * What to read for the rows of execution `id` among the visible files `paths`: for a compacted file with a by-id
- * copy, the parts whose range holds the id (none, mostly); a compacted file without one (merged while its hour
- * was written, or before copies were made) and every file not compacted yet, whole. Ids are ASCII
- * (schemas/ingest-items.ts), so JavaScript's string order is DuckDB's. The answer may be empty: then no file
- * has the id.
+ * copy, the parts whose range holds the id (none, mostly) and whose filter does too; a compacted file without one
+ * (merged while its hour was written, or before copies were made) and every file not compacted yet, whole. Ids are
+ * ASCII (schemas/ingest-items.ts), so JavaScript's string order is DuckDB's. The answer may be empty: then no file
+ * has the id. The filters are asked only when the ranges leave more than one part: one part is read as fast as its
+ * filter (ids that sort by time, as ULIDs, leave one; random ids one an hour).
  */
 export async function filesForId(paths: string[], id: string): Promise<string[]> {
   const compacted = paths.filter((p) => path.basename(p).startsWith(COMPACTED_PREFIX));
-  let hashed: [number, number] | null = null;
-  const hashes = () => (hashed ??= idHashes(id));
-  const held = await Promise.all(
-    (await partsOf(compacted)).map(async (parts, i) => {
-      if (!parts) return [compacted[i]!];
-      const out: string[] = [];
-      for (const part of parts) if (await mayHold(part, id, hashes)) out.push(part.path);
-      return out;
-    }),
-  );
-  return [...held.flat(), ...paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX))];
+  const whole: string[] = [];
+  const candidates: Part[] = [];
+  (await partsOf(compacted)).forEach((parts, i) => {
+    if (!parts) whole.push(compacted[i]!);
+    else for (const part of parts) if (inRange(part, id)) candidates.push(part);
+  });
+  let held = candidates;
+  if (candidates.length > 1) {
+    const hashes = idHashes(id);
+    const holds = await Promise.all(candidates.map((part) => filterHolds(part, hashes)));
+    held = candidates.filter((_, k) => holds[k]);
+  }
+  return [
+    ...whole,
+    ...held.map((p) => p.path),
+    ...paths.filter((p) => !path.basename(p).startsWith(COMPACTED_PREFIX)),
+  ];
 }

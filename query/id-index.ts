@@ -13,13 +13,23 @@ import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manife
 
 type Part = ByIdPart & { path: string; filterPath: string };
 
-// Files are immutable once visible, and a file's parts become visible with it: each file is looked up once.
-const partsByFile = new Map<string, Part[] | null>();
+// Files are immutable once visible, and a file's parts become visible with it: each file is looked up once. But
+// the compactor may give an ended hour's file a copy it lacks, or its copy the filters it lacks (a copy made before
+// them), later: such an entry is looked up again after a minute.
+const partsByFile = new Map<string, { parts: Part[] | null; at: number }>();
 const MAX_CACHED = 100_000;
+const RECHECK_MS = 60_000;
+
+const settled = (e: { parts: Part[] | null; at: number }, now: number) =>
+  now - e.at < RECHECK_MS || e.parts?.some((p) => p.filter !== undefined) === true;
 
 /** Each compacted file's by-id parts, or null when it has none (merged while its hour was written, or before). */
 async function partsOf(compacted: string[]): Promise<(Part[] | null)[]> {
-  const unknown = compacted.filter((p) => !partsByFile.has(p));
+  const now = Date.now();
+  const unknown = compacted.filter((p) => {
+    const e = partsByFile.get(p);
+    return e === undefined || !settled(e, now);
+  });
   if (unknown.length > 0) {
     const dirs = [...new Set(unknown.map((p) => path.dirname(p)))];
     const manifests = new Map(await Promise.all(dirs.map(async (d) => [d, await readManifest(d)] as const)));
@@ -27,15 +37,15 @@ async function partsOf(compacted: string[]): Promise<(Part[] | null)[]> {
     for (const p of unknown) {
       const dir = path.dirname(p);
       const parts = manifests.get(dir)?.byId?.[path.basename(p)];
-      partsByFile.set(
-        p,
-        parts
+      partsByFile.set(p, {
+        parts: parts
           ? parts.map((part) => ({ ...part, path: path.join(dir, part.name), filterPath: idFilterPath(p) }))
           : null,
-      );
+        at: now,
+      });
     }
   }
-  return compacted.map((p) => partsByFile.get(p) ?? null);
+  return compacted.map((p) => partsByFile.get(p)?.parts ?? null);
 }
 
 const inRange = (part: ByIdPart, id: string) =>

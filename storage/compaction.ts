@@ -9,7 +9,7 @@ import { isOutOfMemory, parquetCopyOptions, type QueryEngine, type SqlParam } fr
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
 import { idFilterPath, writeIdFilters } from './id-filter.js';
-import { datePartitions, hourPartitions, modeDirs } from './layout.js';
+import { datePartitions, hourPartitions, modeDirs, partitionHourOf } from './layout.js';
 import {
   type ByIdPart,
   byIdPartName,
@@ -475,7 +475,11 @@ export async function compactPartition(
   }
   const loneParts =
     lone !== null && hourEnded && inputs.length === 0 && byIdSpec?.filtered ? next.byId?.[lone] : undefined;
-  if (loneParts?.some((p) => p.rows > 0) && loneParts.every((p) => !p.filter)) {
+  if (
+    loneParts?.some((p) => p.rows > 0) &&
+    loneParts.every((p) => !p.filter) &&
+    (await idsInterleave(path.join(dir, lone!), loneParts))
+  ) {
     // A copy written before its parts got filters of their ids gets them now, its parts as they are.
     const file = path.join(dir, lone!);
     const slices = await writeIdFilters(
@@ -714,7 +718,7 @@ async function writeById(
       rows: r ? Number(r.rows) : 0,
     };
   });
-  if (byId.filtered) {
+  if (byId.filtered && (await idsInterleave(outPath, out))) {
     // Without its filters the copy still serves every lookup (by the parts' ranges, as before filters).
     const slices = await writeIdFilters(
       engine,
@@ -729,6 +733,35 @@ async function writeById(
     });
   }
   return out;
+}
+
+/**
+ * Whether the executions copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the hour
+ * before or after holds ids within this one's range. Ids that sort by time (ULIDs, the service's own, the ingest
+ * benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which it reads without
+ * asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. An hour with no copy beside it
+ * yet gets none for now: the next one's end tells, and the compactor's next pass adds them (compactPartition).
+ */
+async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Promise<boolean> {
+  const range = (ps: readonly ByIdPart[]) => {
+    const held = ps.filter((p) => p.rows > 0);
+    if (held.length === 0 || held.some((p) => p.min === null || p.max === null)) return null;
+    return {
+      min: held.reduce((m, p) => (p.min! < m ? p.min! : m), held[0]!.min!),
+      max: held.reduce((m, p) => (p.max! > m ? p.max! : m), held[0]!.max!),
+    };
+  };
+  const hour = partitionHourOf(dataPath);
+  const own = range(parts);
+  if (hour === null || own === null) return false;
+  const modeDir = path.dirname(path.dirname(path.dirname(dataPath)));
+  for (const beside of [hour - HOUR_MS, hour + HOUR_MS]) {
+    const at = new Date(beside).toISOString();
+    const dir = path.join(modeDir, `date=${at.slice(0, 10)}`, `hour=${at.slice(11, 13)}`);
+    const theirs = range(Object.values((await readManifest(dir).catch(() => null))?.byId ?? {}).flat());
+    if (theirs !== null && !(theirs.max < own.min || own.max < theirs.min)) return true;
+  }
+  return false;
 }
 
 /** The files a by-id copy wrote beside `dataPath`: its parts, and their filters when it has them. */

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -15,6 +16,14 @@ let stack: TestStack;
 let owner: SignedUp;
 const HOUR = 3_600_000;
 const hourStart = (ms: number) => Math.floor(ms / HOUR) * HOUR;
+/**
+ * Two executions of `hour` whose ids sort before and after the test helper's (`ex-<pid>-…`): an hour beside one of
+ * those whose copy's id range holds theirs, as random ids make every hour's (storage/compaction.ts idsInterleave).
+ */
+const aroundIds = (hour: number) =>
+  ['ex-0', 'ex-zzzz'].map((executionId) =>
+    execution({ service: 'around', startedAt: hour + 1, executionId }),
+  );
 
 beforeAll(async () => {
   // The timer never fires in the test: passes run when the test calls compact().
@@ -280,7 +289,8 @@ describe('by-id copies', () => {
   };
 
   it('an execution and its logs are read from the by-id parts, from files written since and from the next hour', async () => {
-    const hour = hourStart(Date.now()) - 8 * HOUR;
+    // An hour with none written before it, whose copy therefore gets filters of its ids.
+    const hour = hourStart(Date.now()) - 50 * HOUR;
     const startedAt = hour + HOUR - 1000;
     const ex = execution({
       service: 'by-id',
@@ -299,6 +309,8 @@ describe('by-id copies', () => {
     );
     await send({ executions: [ex], logs: [log(undefined, startedAt + 50, 'no execution')] });
     for (let i = 0; i < others.length; i += 1000) await send({ executions: others.slice(i, i + 1000) });
+    // The hour before with ids around all of these: the copies' ranges interleave, so this hour's gets filters.
+    await send({ executions: aroundIds(hour - HOUR) });
     await send({ logs: [log(ex.executionId as string, startedAt + 250, 'sent apart')] });
     await stack.service.pipeline!.compact();
     const [exFile, ...moreEx] = await files(hour, hour + HOUR);
@@ -372,7 +384,8 @@ describe('by-id copies', () => {
         outcomeEvidence: [{ kind: 'response-field', detail: 'error', verdict: 'failed' }],
       });
     const first = [full(hour + 1000, 1), full(hour + 2000, 2)];
-    await ingestSeparately([first.slice(0, 1), first.slice(1)]);
+    // The hour before interleaves this one's ids: the copy gets filters (removed with it below).
+    await ingestSeparately([first.slice(0, 1), first.slice(1), aroundIds(hour - HOUR)]);
     const detailNow = async (id: string) => {
       const res = await call(stack.service, 'GET', `/api/executions/${id}`, { token: owner.session });
       expect(res.statusCode, res.body).toBe(200);
@@ -444,7 +457,12 @@ describe('by-id copies', () => {
     const sent = Array.from({ length: 3000 }, (_, i) =>
       execution({ service: 'filters', startedAt: hour + i }),
     );
-    await ingestSeparately([sent.slice(0, 1000), sent.slice(1000, 2000), sent.slice(2000)]);
+    await ingestSeparately([
+      sent.slice(0, 1000),
+      sent.slice(1000, 2000),
+      sent.slice(2000),
+      aroundIds(hour - HOUR),
+    ]);
     await stack.service.pipeline!.compact();
     const [file] = await files(hour, hour + HOUR);
     const manifestPath = path.join(path.dirname(file!), MANIFEST);
@@ -482,6 +500,40 @@ describe('by-id copies', () => {
     }
     for (const e of sent.filter((_, i) => i % 300 === 0))
       expect(await filesForId([file!, file!], e.executionId as string)).toHaveLength(2);
+  });
+
+  it('an hour whose ids are apart from its neighbours’ gets no filters; one whose ids interleave gets them', async () => {
+    const copyOf = async (hour: number) => {
+      const [file] = await files(hour, hour + HOUR);
+      const m = JSON.parse(await fs.readFile(path.join(path.dirname(file!), MANIFEST), 'utf8')) as Manifest;
+      return m.byId![path.basename(file!)]!;
+    };
+    const hourAt = (k: number) => hourStart(Date.now()) - k * HOUR;
+    const send = async (hour: number, id: (i: number) => string) =>
+      ingestSeparately([
+        Array.from({ length: 500 }, (_, i) =>
+          execution({ service: 'ids', startedAt: hour + i, executionId: id(i) }),
+        ),
+      ]);
+    // Ids that sort by time: each hour's after the hour before's.
+    await send(hourAt(31), (i) => `t-31-${String(i).padStart(4, '0')}`);
+    await send(hourAt(30), (i) => `t-30-${String(i).padStart(4, '0')}`);
+    // Random ids in both hours.
+    const random = () => crypto.randomBytes(8).toString('hex');
+    await send(hourAt(41), random);
+    await send(hourAt(40), random);
+    // Oldest first: the first of each pair has no copy beside it yet, the second has the first's.
+    await stack.service.pipeline!.compact();
+    expect((await copyOf(hourAt(31))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(30))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(41))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(40))).every((p) => p.filter)).toBe(true);
+    await expect(fs.access(idFilterPath((await files(hourAt(30), hourAt(29)))[0]!))).rejects.toThrow();
+    // The next pass gives the first random hour its filters (the hour after interleaves), the ordered ones none.
+    await stack.service.pipeline!.compact();
+    expect((await copyOf(hourAt(41))).every((p) => p.filter)).toBe(true);
+    expect((await copyOf(hourAt(31))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(30))).some((p) => p.filter)).toBe(false);
   });
 
   it('the detail’s logs are those of the execution’s window: ±1 h around it, in whole hours, however long it ran', async () => {

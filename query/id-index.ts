@@ -1,6 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { HOUR_MS } from '../schemas/time.js';
 import { idFilterPath, idHashes, mayContain } from '../storage/id-filter.js';
+import { partitionHourOf } from '../storage/layout.js';
 import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manifest.js';
 
 /**
@@ -14,38 +16,46 @@ import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manife
 type Part = ByIdPart & { path: string; filterPath: string };
 
 // Files are immutable once visible, and a file's parts become visible with it: each file is looked up once. But
-// the compactor may give an ended hour's file a copy it lacks, or its copy the filters it lacks (a copy made before
-// them), later: such an entry is looked up again after a minute.
+// the compactor may still give a file of the last few hours a copy, or its copy filters (once a neighbouring hour's
+// copy shows its ids interleave: storage/compaction.ts): such an entry is looked up again after a minute.
 const partsByFile = new Map<string, { parts: Part[] | null; at: number }>();
 const MAX_CACHED = 100_000;
 const RECHECK_MS = 60_000;
+/** How far back from now an hour's file may still get a copy or filters (its neighbour's end, the next pass). */
+const UNSETTLED_HOURS_MS = 3 * HOUR_MS;
 
-const settled = (e: { parts: Part[] | null; at: number }, now: number) =>
-  now - e.at < RECHECK_MS || e.parts?.some((p) => p.filter !== undefined) === true;
+function settled(file: string, e: { parts: Part[] | null; at: number }, now: number): boolean {
+  if (now - e.at < RECHECK_MS || e.parts?.some((p) => p.filter !== undefined)) return true;
+  const hour = partitionHourOf(file);
+  return hour === null || hour < now - UNSETTLED_HOURS_MS;
+}
 
 /** Each compacted file's by-id parts, or null when it has none (merged while its hour was written, or before). */
 async function partsOf(compacted: string[]): Promise<(Part[] | null)[]> {
   const now = Date.now();
-  const unknown = compacted.filter((p) => {
+  // Answered from these entries, not from the cache after the reads below (another lookup may clear it meanwhile).
+  const known = new Map<string, Part[] | null>();
+  const unknown: string[] = [];
+  for (const p of compacted) {
     const e = partsByFile.get(p);
-    return e === undefined || !settled(e, now);
-  });
+    if (e !== undefined && settled(p, e, now)) known.set(p, e.parts);
+    else unknown.push(p);
+  }
   if (unknown.length > 0) {
     const dirs = [...new Set(unknown.map((p) => path.dirname(p)))];
     const manifests = new Map(await Promise.all(dirs.map(async (d) => [d, await readManifest(d)] as const)));
     if (partsByFile.size > MAX_CACHED) partsByFile.clear();
     for (const p of unknown) {
       const dir = path.dirname(p);
-      const parts = manifests.get(dir)?.byId?.[path.basename(p)];
-      partsByFile.set(p, {
-        parts: parts
-          ? parts.map((part) => ({ ...part, path: path.join(dir, part.name), filterPath: idFilterPath(p) }))
-          : null,
-        at: now,
-      });
+      const listed = manifests.get(dir)?.byId?.[path.basename(p)];
+      const parts = listed
+        ? listed.map((part) => ({ ...part, path: path.join(dir, part.name), filterPath: idFilterPath(p) }))
+        : null;
+      known.set(p, parts);
+      partsByFile.set(p, { parts, at: now });
     }
   }
-  return compacted.map((p) => partsByFile.get(p)?.parts ?? null);
+  return compacted.map((p) => known.get(p) ?? null);
 }
 
 const inRange = (part: ByIdPart, id: string) =>

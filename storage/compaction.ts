@@ -478,6 +478,7 @@ export async function compactPartition(
   if (
     loneParts?.some((p) => p.rows > 0) &&
     loneParts.every((p) => !p.filter) &&
+    filtersMayBeDue(path.join(dir, lone!), hourStart, now) &&
     (await idsInterleave(path.join(dir, lone!), loneParts))
   ) {
     // A copy written before its parts got filters of their ids gets them now, its parts as they are.
@@ -762,6 +763,20 @@ async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Prom
     if (theirs !== null && !(theirs.max < own.min || own.max < theirs.min)) return true;
   }
   return false;
+}
+
+/**
+ * Whether a copy without filters is worth asking again (idsInterleave reads its neighbours' manifests): while its
+ * hour is recent, each pass (the next hour's copy comes at that hour's end); an older one once per process (a copy
+ * of an earlier build, or of an hour whose neighbours have no copy).
+ */
+const askedOnce = new Set<string>();
+function filtersMayBeDue(dataPath: string, hourStart: number, now: number): boolean {
+  if (hourStart >= now - 3 * HOUR_MS) return true;
+  if (askedOnce.has(dataPath)) return false;
+  if (askedOnce.size > 100_000) askedOnce.clear();
+  askedOnce.add(dataPath);
+  return true;
 }
 
 /** The files a by-id copy wrote beside `dataPath`: its parts, and their filters when it has them. */

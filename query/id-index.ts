@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { HOUR_MS } from '../schemas/time.js';
-import { idFilterPath, idHashes, mayContain } from '../storage/id-filter.js';
+import { FILTERS_SETTLE_MS, idFilterPath, idHashes, mayContain } from '../storage/id-filter.js';
 import { partitionHourOf } from '../storage/layout.js';
 import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manifest.js';
 
@@ -21,13 +20,11 @@ type Part = ByIdPart & { path: string; filterPath: string };
 const partsByFile = new Map<string, { parts: Part[] | null; at: number }>();
 const MAX_CACHED = 100_000;
 const RECHECK_MS = 60_000;
-/** How far back from now an hour's file may still get a copy or filters (its neighbour's end, the next pass). */
-const UNSETTLED_HOURS_MS = 3 * HOUR_MS;
 
 function settled(file: string, e: { parts: Part[] | null; at: number }, now: number): boolean {
   if (now - e.at < RECHECK_MS || e.parts?.some((p) => p.filter !== undefined)) return true;
   const hour = partitionHourOf(file);
-  return hour === null || hour < now - UNSETTLED_HOURS_MS;
+  return hour === null || hour < now - FILTERS_SETTLE_MS;
 }
 
 /** Each compacted file's by-id parts, or null when it has none (merged while its hour was written, or before). */

@@ -8,8 +8,8 @@ import { DATASET_NAMES } from './datasets.js';
 import { isOutOfMemory, parquetCopyOptions, type QueryEngine, type SqlParam } from './duckdb.js';
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
-import { idFilterPath, writeIdFilters } from './id-filter.js';
-import { datePartitions, hourPartitions, modeDirs, partitionHourOf } from './layout.js';
+import { FILTERS_SETTLE_MS, idFilterPath, writeIdFilters } from './id-filter.js';
+import { datePartitions, hourDirBeside, hourPartitions, modeDirs, partitionHourOf } from './layout.js';
 import {
   type ByIdPart,
   byIdPartName,
@@ -483,18 +483,10 @@ export async function compactPartition(
   ) {
     // A copy written before its parts got filters of their ids gets them now, its parts as they are.
     const file = path.join(dir, lone!);
-    const slices = await writeIdFilters(
-      engine,
-      loneParts.map((p) => ({ path: path.join(dir, p.name), rows: p.rows })),
-      idFilterPath(file),
-    ).catch(async () => {
-      await fs.rm(idFilterPath(file), { force: true });
-      return null;
-    });
-    if (slices) {
+    const parts = await withIdFilters(engine, file, loneParts);
+    if (parts) {
       await fsyncFile(idFilterPath(file));
       await fsyncDir(dir);
-      const parts = loneParts.map((p, k) => (slices[k] ? { ...p, filter: slices[k] } : p));
       next = { ...next, version: next.version + 1, byId: { ...next.byId, [lone!]: parts } };
       await writeManifest(dir, next);
     }
@@ -719,21 +711,30 @@ async function writeById(
       rows: r ? Number(r.rows) : 0,
     };
   });
-  if (byId.filtered && (await idsInterleave(outPath, out))) {
-    // Without its filters the copy still serves every lookup (by the parts' ranges, as before filters).
-    const slices = await writeIdFilters(
-      engine,
-      parts.map((p, k) => ({ path: p, rows: out[k]!.rows })),
-      idFilterPath(outPath),
-    ).catch(async () => {
-      await fs.rm(idFilterPath(outPath), { force: true });
-      return [];
-    });
-    slices.forEach((slice, k) => {
-      if (slice) out[k]!.filter = slice;
-    });
-  }
+  if (byId.filtered && (await idsInterleave(outPath, out)))
+    return (await withIdFilters(engine, outPath, out)) ?? out;
   return out;
+}
+
+/**
+ * `parts`, of the by-id copy of `dataPath`, with filters of their ids written beside them (not synced), or null when
+ * they cannot be made: the copy then serves every lookup by its parts' ranges, as before filters.
+ */
+async function withIdFilters(
+  engine: QueryEngine,
+  dataPath: string,
+  parts: readonly ByIdPart[],
+): Promise<ByIdPart[] | null> {
+  const dir = path.dirname(dataPath);
+  const slices = await writeIdFilters(
+    engine,
+    parts.map((p) => ({ path: path.join(dir, p.name), rows: p.rows })),
+    idFilterPath(dataPath),
+  ).catch(async () => {
+    await fs.rm(idFilterPath(dataPath), { force: true });
+    return null;
+  });
+  return slices && parts.map((p, k) => (slices[k] ? { ...p, filter: slices[k] } : p));
 }
 
 /**
@@ -755,10 +756,8 @@ async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Prom
   const hour = partitionHourOf(dataPath);
   const own = range(parts);
   if (hour === null || own === null) return false;
-  const modeDir = path.dirname(path.dirname(path.dirname(dataPath)));
   for (const beside of [hour - HOUR_MS, hour + HOUR_MS]) {
-    const at = new Date(beside).toISOString();
-    const dir = path.join(modeDir, `date=${at.slice(0, 10)}`, `hour=${at.slice(11, 13)}`);
+    const dir = hourDirBeside(path.dirname(dataPath), beside);
     const theirs = range(Object.values((await readManifest(dir).catch(() => null))?.byId ?? {}).flat());
     if (theirs !== null && !(theirs.max < own.min || own.max < theirs.min)) return true;
   }
@@ -772,7 +771,7 @@ async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Prom
  */
 const askedOnce = new Set<string>();
 function filtersMayBeDue(dataPath: string, hourStart: number, now: number): boolean {
-  if (hourStart >= now - 3 * HOUR_MS) return true;
+  if (hourStart >= now - FILTERS_SETTLE_MS) return true;
   if (askedOnce.has(dataPath)) return false;
   if (askedOnce.size > 100_000) askedOnce.clear();
   askedOnce.add(dataPath);

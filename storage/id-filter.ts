@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
+import { HOUR_MS } from '../schemas/time.js';
 import type { QueryEngine } from './duckdb.js';
 
 /**
@@ -21,6 +22,12 @@ export const idFilterPath = (dataPath: string) => `${dataPath}${ID_FILTER_SUFFIX
 /** The data file a filter file belongs to, or null for another name. */
 export const idFilterDataName = (name: string) =>
   name.endsWith(ID_FILTER_SUFFIX) ? name.slice(0, -ID_FILTER_SUFFIX.length) : null;
+
+/**
+ * How long after its hour starts a copy may still get filters (storage/compaction.ts idsInterleave: when the next
+ * hour's copy shows the ids interleave, at that hour's end); lookups look such a copy's parts up again meanwhile.
+ */
+export const FILTERS_SETTLE_MS = 3 * HOUR_MS;
 
 const HASHES = 7;
 const BITS_PER_ID = 10;

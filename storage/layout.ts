@@ -39,6 +39,10 @@ export function partitionDir(
   );
 }
 
+/** The partition directory of `hour` beside the partition directory `hourDir` (the same dataset, workspace and mode). */
+export const hourDirBeside = (hourDir: string, hour: number): string =>
+  path.join(path.dirname(path.dirname(hourDir)), `date=${dateOf(hour)}`, `hour=${hourOf(hour)}`);
+
 const PARTITION_HOUR = /\/date=(\d{4}-\d{2}-\d{2})\/hour=(\d{2})\/[^/]*$/;
 
 /** The start of the hour partition a file (or a sidecar of one) is in, in epoch ms; null when not in one. */

@@ -47,8 +47,8 @@ export async function removeOrphanTempFiles(
         }
       } else if (e.isDirectory() && depth < 4) await walk(p, depth + 1);
       else if (e.isFile()) {
-        // A by-id part, its filters or a sidecar (or an earlier version's id index) is an orphan only when its data file never
-        // made it.
+        // A by-id part, its filters or a sidecar (or an earlier version's id index) is an orphan only when its data
+        // file never made it.
         const data =
           byIdDataName(e.name) ??
           idFilterDataName(e.name) ??

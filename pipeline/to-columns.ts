@@ -21,37 +21,67 @@ export interface MessageMeta {
   seq: number;
 }
 
-export function executionCells(r: ExecutionRecord, m: MessageMeta): CellValue[] {
-  return [
-    r.executionId,
-    r.traceId,
-    r.spanId,
-    r.parentSpanId,
-    r.service,
-    r.environment,
-    r.source,
-    r.endpoint,
-    r.method,
-    r.startedAt,
-    r.durationMs,
-    r.statusCode,
-    r.outcome,
-    r.outcomeReason,
-    r.exceptionType,
-    r.exceptionMessage,
-    r.issueId,
-    r.context,
-    r.request,
-    r.response,
-    r.exception,
-    r.outcomeEvidence,
-    r.fingerprint,
-    r.truncated,
-    m.requestId,
-    m.receivedAt,
-    m.seq,
-    r.failureType,
-  ];
+/**
+ * An execution's row pushed to its partition's columns (ChunkSet.row), one cell each, then its indexed-context
+ * cells: pushed cell by cell, not returned as an array of cells. A row's array and its copy into the columns (and
+ * a partition looked up by a key string per row, ChunkSet.row) had cost ~1.4 µs per execution of the default body
+ * with its logs, against ~0.65 without, in the parse stage on one thread.
+ */
+function pushExecution(
+  cols: CellValue[][],
+  r: ExecutionRecord,
+  m: MessageMeta,
+  context: readonly CellValue[],
+): void {
+  let c = 0;
+  cols[c++]!.push(r.executionId);
+  cols[c++]!.push(r.traceId);
+  cols[c++]!.push(r.spanId);
+  cols[c++]!.push(r.parentSpanId);
+  cols[c++]!.push(r.service);
+  cols[c++]!.push(r.environment);
+  cols[c++]!.push(r.source);
+  cols[c++]!.push(r.endpoint);
+  cols[c++]!.push(r.method);
+  cols[c++]!.push(r.startedAt);
+  cols[c++]!.push(r.durationMs);
+  cols[c++]!.push(r.statusCode);
+  cols[c++]!.push(r.outcome);
+  cols[c++]!.push(r.outcomeReason);
+  cols[c++]!.push(r.exceptionType);
+  cols[c++]!.push(r.exceptionMessage);
+  cols[c++]!.push(r.issueId);
+  cols[c++]!.push(r.context);
+  cols[c++]!.push(r.request);
+  cols[c++]!.push(r.response);
+  cols[c++]!.push(r.exception);
+  cols[c++]!.push(r.outcomeEvidence);
+  cols[c++]!.push(r.fingerprint);
+  cols[c++]!.push(r.truncated);
+  cols[c++]!.push(m.requestId);
+  cols[c++]!.push(m.receivedAt);
+  cols[c++]!.push(m.seq);
+  cols[c++]!.push(r.failureType);
+  for (let k = 0; k < context.length; k++) cols[c++]!.push(context[k] ?? null);
+}
+
+function pushLog(cols: CellValue[][], r: LogRecord, m: MessageMeta): void {
+  let c = 0;
+  cols[c++]!.push(r.timestamp);
+  cols[c++]!.push(r.level);
+  cols[c++]!.push(LOG_LEVEL_NUM[r.level]);
+  cols[c++]!.push(r.message);
+  cols[c++]!.push(r.service);
+  cols[c++]!.push(r.environment);
+  cols[c++]!.push(r.executionId);
+  cols[c++]!.push(r.traceId);
+  cols[c++]!.push(r.spanId);
+  cols[c++]!.push(r.logger);
+  cols[c++]!.push(r.attributes);
+  cols[c++]!.push(r.exception);
+  cols[c++]!.push(r.truncated);
+  cols[c++]!.push(m.requestId);
+  cols[c++]!.push(m.seq);
 }
 
 /** The failures row of an execution grouped into an issue. */
@@ -68,26 +98,6 @@ export function failureCells(r: ExecutionRecord, issueId: string, m: MessageMeta
     r.method,
     r.statusCode,
     r.durationMs,
-  ];
-}
-
-export function logCells(r: LogRecord, m: MessageMeta): CellValue[] {
-  return [
-    r.timestamp,
-    r.level,
-    LOG_LEVEL_NUM[r.level],
-    r.message,
-    r.service,
-    r.environment,
-    r.executionId,
-    r.traceId,
-    r.spanId,
-    r.logger,
-    r.attributes,
-    r.exception,
-    r.truncated,
-    m.requestId,
-    m.seq,
   ];
 }
 
@@ -150,13 +160,11 @@ export function toChunks(
   const set = new ChunkSet({ executions: contextDefs, failures: contextDefs });
   const paths = splitPaths(indexedKeys);
   for (const r of out.executions) {
-    const cells = executionCells(r, m);
     const context = indexedKeys.length > 0 ? (r.indexedContext ?? contextCells(r.contextTree, paths)) : [];
-    cells.push(...context);
-    set.add('executions', r.startedAt, cells);
+    pushExecution(set.row('executions', r.startedAt), r, m, context);
     if (r.issueId !== null) set.add('failures', r.startedAt, [...failureCells(r, r.issueId, m), ...context]);
   }
-  for (const r of out.logs) set.add('logs', r.timestamp, logCells(r, m));
+  for (const r of out.logs) pushLog(set.row('logs', r.timestamp), r, m);
   for (const r of out.metrics) set.add('metrics', r.timestamp, metricCells(r, m));
   for (const r of out.spans ?? []) set.add('spans', r.startedAt, spanCells(r, m));
   for (const r of out.rejections) set.add('rejections', m.receivedAt, rejectionCells(r, m));

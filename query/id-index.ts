@@ -15,7 +15,7 @@ import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manife
 type Part = ByIdPart & { path: string; filterPath: string };
 
 // Files are immutable once visible, and a file's parts become visible with it: each file is looked up once. But
-// the compactor may still give a file of the last few hours a copy, or its copy filters (once a neighbouring hour's
+// the compactor may still give a file of the last few hours a copy, or its copy filters (once the nearest hour's
 // copy shows its ids interleave: storage/compaction.ts): such an entry is looked up again after a minute.
 const partsByFile = new Map<string, { parts: Part[] | null; at: number }>();
 const MAX_CACHED = 100_000;

@@ -9,7 +9,7 @@ import { isOutOfMemory, parquetCopyOptions, type QueryEngine, type SqlParam } fr
 import { fsyncDir, fsyncFile } from './fsync.js';
 import { changedHours } from './generation.js';
 import { FILTERS_SETTLE_MS, idFilterPath, writeIdFilters } from './id-filter.js';
-import { datePartitions, hourDirBeside, hourPartitions, modeDirs, partitionHourOf } from './layout.js';
+import { datePartitions, hourPartitions, hoursBeside, modeDirs, partitionHourOf } from './layout.js';
 import {
   type ByIdPart,
   byIdPartName,
@@ -738,36 +738,51 @@ async function withIdFilters(
 }
 
 /**
- * Whether the executions copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the hour
- * before or after holds ids within this one's range. Ids that sort by time (ULIDs, the service's own, the ingest
- * benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which it reads without
- * asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. An hour with no copy beside it
- * yet gets none for now: the next one's end tells, and the compactor's next pass adds them (compactPartition).
+ * Whether the executions copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the nearest
+ * hour before or after that has one holds ids within this one's range. Ids that sort by time (ULIDs, the service's
+ * own, the ingest benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which
+ * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. The nearest
+ * copy, not the adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment)
+ * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's end
+ * tells, and the compactor's next pass adds them (compactPartition).
  */
 async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Promise<boolean> {
-  const range = (ps: readonly ByIdPart[]) => {
-    const held = ps.filter((p) => p.rows > 0);
-    if (held.length === 0 || held.some((p) => p.min === null || p.max === null)) return null;
-    return {
-      min: held.reduce((m, p) => (p.min! < m ? p.min! : m), held[0]!.min!),
-      max: held.reduce((m, p) => (p.max! > m ? p.max! : m), held[0]!.max!),
-    };
-  };
   const hour = partitionHourOf(dataPath);
-  const own = range(parts);
+  const own = idRange(parts);
   if (hour === null || own === null) return false;
-  for (const beside of [hour - HOUR_MS, hour + HOUR_MS]) {
-    const dir = hourDirBeside(path.dirname(dataPath), beside);
-    const theirs = range(Object.values((await readManifest(dir).catch(() => null))?.byId ?? {}).flat());
-    if (theirs !== null && !(theirs.max < own.min || own.max < theirs.min)) return true;
+  for (const side of [-1, 1] as const) {
+    let read = 0;
+    for await (const beside of hoursBeside(path.dirname(dataPath), hour, side)) {
+      const manifest = await readManifest(beside.dir).catch(() => null);
+      const theirs = idRange(Object.values(manifest?.byId ?? {}).flat());
+      if (theirs !== null) {
+        if (!(theirs.max < own.min || own.max < theirs.min)) return true;
+        break;
+      }
+      // An hour still written (no copy yet), or one without rows: the next one out, a few at most.
+      if (++read === NEAREST_COPY_READS) break;
+    }
   }
   return false;
 }
 
+/** Hour partitions without a copy idsInterleave passes on each side before it gives up. */
+const NEAREST_COPY_READS = 48;
+
+/** The range of ids of a copy's parts that hold rows; null when there are none, or a part has no bounds. */
+function idRange(parts: readonly ByIdPart[]): { min: string; max: string } | null {
+  const held = parts.filter((p) => p.rows > 0);
+  if (held.length === 0 || held.some((p) => p.min === null || p.max === null)) return null;
+  return {
+    min: held.reduce((m, p) => (p.min! < m ? p.min! : m), held[0]!.min!),
+    max: held.reduce((m, p) => (p.max! > m ? p.max! : m), held[0]!.max!),
+  };
+}
+
 /**
- * Whether a copy without filters is worth asking again (idsInterleave reads its neighbours' manifests): while its
- * hour is recent, each pass (the next hour's copy comes at that hour's end); an older one once per process (a copy
- * of an earlier build, or of an hour whose neighbours have no copy).
+ * Whether a copy without filters is worth asking again (idsInterleave reads the nearest copies' manifests): while
+ * its hour is recent, each pass (the next hour's copy comes at that hour's end); an older one once per process (a
+ * copy of an earlier build, or the first of a workspace's hours with a copy when the next came hours later).
  */
 const askedOnce = new Set<string>();
 function filtersMayBeDue(dataPath: string, hourStart: number, now: number): boolean {

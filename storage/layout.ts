@@ -39,9 +39,27 @@ export function partitionDir(
   );
 }
 
-/** The partition directory of `hour` beside the partition directory `hourDir` (the same dataset, workspace and mode). */
-export const hourDirBeside = (hourDir: string, hour: number): string =>
-  path.join(path.dirname(path.dirname(hourDir)), `date=${dateOf(hour)}`, `hour=${hourOf(hour)}`);
+/**
+ * The hour partitions on one side of `hour` (`side` -1: earlier, 1: later) beside the partition directory `hourDir`
+ * (the same dataset, workspace and mode), nearest first: a date's directory is listed only once the nearer ones
+ * are passed.
+ */
+export async function* hoursBeside(
+  hourDir: string,
+  hour: number,
+  side: -1 | 1,
+): AsyncGenerator<{ start: number; dir: string }> {
+  const day = Math.floor(hour / DAY_MS) * DAY_MS;
+  const dates = (await datePartitions(path.dirname(path.dirname(hourDir)))).filter((d) =>
+    side < 0 ? d.day <= day : d.day >= day,
+  );
+  if (side < 0) dates.reverse();
+  for (const date of dates) {
+    const hours = (await hourPartitions(date)).filter((h) => (side < 0 ? h.start < hour : h.start > hour));
+    if (side < 0) hours.reverse();
+    yield* hours;
+  }
+}
 
 const PARTITION_HOUR = /\/date=(\d{4}-\d{2}-\d{2})\/hour=(\d{2})\/[^/]*$/;
 

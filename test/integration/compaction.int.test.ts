@@ -505,7 +505,7 @@ describe('by-id copies', () => {
       expect(await filesForId([file!, file!], e.executionId as string)).toHaveLength(2);
   });
 
-  it('an hour whose ids are apart from its neighbours’ gets no filters; one whose ids interleave gets them', async () => {
+  it('an hour whose ids are apart from the nearest copies’ gets no filters; one whose ids interleave gets them', async () => {
     const copyOf = async (hour: number) => {
       const [file] = await files(hour, hour + HOUR);
       const m = JSON.parse(await fs.readFile(path.join(path.dirname(file!), MANIFEST), 'utf8')) as Manifest;
@@ -520,24 +520,29 @@ describe('by-id copies', () => {
         ),
       ]);
     // Ids that sort by time: each hour's after the hour before's.
-    await send(hourAt(31), (i) => `t-31-${String(i).padStart(4, '0')}`);
-    await send(hourAt(30), (i) => `t-30-${String(i).padStart(4, '0')}`);
-    // Random ids in both hours.
-    const random = () => crypto.randomBytes(8).toString('hex');
-    await send(hourAt(41), random);
-    await send(hourAt(40), random);
-    // Oldest first: the first of each pair has no copy beside it yet, the second has the first's.
+    await send(hourAt(71), (i) => `t-71-${String(i).padStart(4, '0')}`);
+    await send(hourAt(70), (i) => `t-70-${String(i).padStart(4, '0')}`);
+    // Random ids: two hours side by side, and two with no executions for two hours between them (a job's bursts).
+    // Prefixed, so that only these hours' ranges hold them (the other tests' ids start `ex-`).
+    const random = () => `r-${crypto.randomBytes(8).toString('hex')}`;
+    await send(hourAt(93), random);
+    await send(hourAt(90), random);
+    await send(hourAt(81), random);
+    await send(hourAt(80), random);
+    // Oldest first: the first random hour has no copy before it, and none after it yet; each later one has the copy
+    // of the nearest hour before it, three hours back for the second.
     await stack.service.pipeline!.compact();
-    expect((await copyOf(hourAt(31))).some((p) => p.filter)).toBe(false);
-    expect((await copyOf(hourAt(30))).some((p) => p.filter)).toBe(false);
-    expect((await copyOf(hourAt(41))).some((p) => p.filter)).toBe(false);
-    expect((await copyOf(hourAt(40))).every((p) => p.filter)).toBe(true);
-    await expect(fs.access(idFilterPath((await files(hourAt(30), hourAt(29)))[0]!))).rejects.toThrow();
-    // The next pass gives the first random hour its filters (the hour after interleaves), the ordered ones none.
+    expect((await copyOf(hourAt(93))).some((p) => p.filter)).toBe(false);
+    for (const k of [90, 81, 80]) expect((await copyOf(hourAt(k))).every((p) => p.filter)).toBe(true);
+    expect((await copyOf(hourAt(71))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(70))).some((p) => p.filter)).toBe(false);
+    await expect(fs.access(idFilterPath((await files(hourAt(70), hourAt(69)))[0]!))).rejects.toThrow();
+    // The next pass gives the first random hour its filters (the nearest copy after it interleaves), the ordered
+    // ones none.
     await stack.service.pipeline!.compact();
-    expect((await copyOf(hourAt(41))).every((p) => p.filter)).toBe(true);
-    expect((await copyOf(hourAt(31))).some((p) => p.filter)).toBe(false);
-    expect((await copyOf(hourAt(30))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(93))).every((p) => p.filter)).toBe(true);
+    expect((await copyOf(hourAt(71))).some((p) => p.filter)).toBe(false);
+    expect((await copyOf(hourAt(70))).some((p) => p.filter)).toBe(false);
   });
 
   it('the detail’s logs are those of the execution’s window: ±1 h around it, in whole hours, however long it ran', async () => {

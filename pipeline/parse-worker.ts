@@ -48,12 +48,22 @@ export interface ParseResult {
   grouped: boolean;
 }
 
-const bytesOf = (task: ParseTask): Buffer =>
-  task.encoding === 'gzip'
-    ? zlib.gunzipSync(task.body, { maxOutputLength: task.maxDecodedBytes })
-    : task.encoding === 'br'
-      ? zlib.brotliDecompressSync(task.body, { maxOutputLength: task.maxDecodedBytes })
-      : Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
+/**
+ * A body's bytes, decoded. The output is written in chunks of 8× the encoded size (brotli at quality 0 makes the
+ * ingest benchmark's bodies 6.5× smaller): one chunk for most bodies, where zlib's default of 16 KiB made a 370 KB
+ * body 23 chunks copied into one at the end (the default body's decoding 0.33 → 0.29 ms, 3,000 bodies, four runs).
+ */
+function bytesOf(task: ParseTask): Buffer {
+  if (task.encoding === 'identity')
+    return Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength);
+  const options = {
+    maxOutputLength: task.maxDecodedBytes,
+    chunkSize: Math.max(16 * 1024, Math.min(task.maxDecodedBytes, task.body.byteLength * 8)),
+  };
+  return task.encoding === 'gzip'
+    ? zlib.gunzipSync(task.body, options)
+    : zlib.brotliDecompressSync(task.body, options);
+}
 
 export default function parse(task: ParseTask): ParseResult {
   const meta = { requestId: task.requestId, receivedAt: task.receivedAt, seq: task.seq };

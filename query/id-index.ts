@@ -100,7 +100,7 @@ async function filterOf(part: Part): Promise<Uint8Array> {
 async function filterHolds(part: Part, hashes: [number, number]): Promise<boolean> {
   if (!part.filter) return true;
   const filter = await filterOf(part).catch(() => null);
-  return filter === null || mayContain(filter, part.filter.bits, hashes);
+  return filter === null || mayContain(filter, part.filter, hashes);
 }
 
 /**

@@ -88,7 +88,11 @@ async function storedBody(
         [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.byteLength,
       },
     });
-    return packed.byteLength < body.byteLength ? { body: packed, encoding: 'br' } : asSent;
+    if (packed.byteLength >= body.byteLength) return asSent;
+    // Made in one chunk, it is a view of that chunk (a quarter of the body): copied when that holds twice its size,
+    // not to keep the rest until the stream acknowledges it.
+    const kept = packed.buffer.byteLength > 2 * packed.byteLength ? Buffer.from(packed) : packed;
+    return { body: kept, encoding: 'br' };
   } catch {
     // Only a failure to allocate would land here: the body as sent is as good, only larger.
     return asSent;

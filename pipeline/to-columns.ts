@@ -62,7 +62,8 @@ function pushExecution(
   cols[c++]!.push(m.receivedAt);
   cols[c++]!.push(m.seq);
   cols[c++]!.push(r.failureType);
-  for (let k = 0; k < context.length; k++) cols[c++]!.push(context[k] ?? null);
+  // The workspace's indexed-context columns, a cell each (null for any the context cells leave out).
+  for (let k = 0; c < cols.length; k++) cols[c++]!.push(context[k] ?? null);
 }
 
 function pushLog(cols: CellValue[][], r: LogRecord, m: MessageMeta): void {

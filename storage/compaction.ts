@@ -743,8 +743,10 @@ async function withIdFilters(
  * own, the ingest benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which
  * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. The nearest
  * copy, not the adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment)
- * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's end
- * tells, and the compactor's next pass adds them (compactPartition).
+ * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's copy
+ * tells, and the compactor's next pass adds them (compactPartition; the next one clears the earlier's askedOnce
+ * entry, for a copy older than FILTERS_SETTLE_MS by then). Lookups that cached the earlier hour's parts (older than
+ * FILTERS_SETTLE_MS, query/id-index.ts) read them as before until the service restarts.
  */
 async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Promise<boolean> {
   const hour = partitionHourOf(dataPath);
@@ -753,11 +755,14 @@ async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Prom
   for (const side of [-1, 1] as const) {
     let read = 0;
     for await (const beside of hoursBeside(path.dirname(dataPath), hour, side)) {
-      const manifest = await readManifest(beside.dir).catch(() => null);
-      const theirs = idRange(Object.values(manifest?.byId ?? {}).flat());
+      const copies = Object.entries((await readManifest(beside.dir).catch(() => null))?.byId ?? {});
+      const theirs = idRange(copies.flatMap(([, parts]) => parts));
       if (theirs !== null) {
-        if (!(theirs.max < own.min || own.max < theirs.min)) return true;
-        break;
+        if (theirs.max < own.min || own.max < theirs.min) break;
+        // Theirs interleave ours as well: a copy of theirs without filters is asked again at the next pass.
+        for (const [name, parts] of copies)
+          if (parts.every((p) => !p.filter)) askedOnce.delete(path.join(beside.dir, name));
+        return true;
       }
       // An hour still written (no copy yet), or one without rows: the next one out, a few at most.
       if (++read === NEAREST_COPY_READS) break;

@@ -522,23 +522,25 @@ describe('by-id copies', () => {
     // Ids that sort by time: each hour's after the hour before's.
     await send(hourAt(71), (i) => `t-71-${String(i).padStart(4, '0')}`);
     await send(hourAt(70), (i) => `t-70-${String(i).padStart(4, '0')}`);
-    // Random ids: two hours side by side, and two with no executions for two hours between them (a job's bursts).
-    // Prefixed, so that only these hours' ranges hold them (the other tests' ids start `ex-`).
+    // Random ids (prefixed, so that only these hours' ranges hold them: the other tests' ids start `ex-`). First a
+    // burst alone, its copy then asked for filters again at the next pass (its hour is old: once in the process).
     const random = () => `r-${crypto.randomBytes(8).toString('hex')}`;
     await send(hourAt(93), random);
+    await stack.service.pipeline!.compact();
+    await stack.service.pipeline!.compact();
+    expect((await copyOf(hourAt(93))).some((p) => p.filter)).toBe(false);
+    // Then a burst three hours later, and two hours side by side.
     await send(hourAt(90), random);
     await send(hourAt(81), random);
     await send(hourAt(80), random);
-    // Oldest first: the first random hour has no copy before it, and none after it yet; each later one has the copy
-    // of the nearest hour before it, three hours back for the second.
+    // Each copy has the nearest copy before it, three hours back for the first, and gets filters; the first burst's
+    // is older and passed already (oldest first), but asked again at the next pass since the later copy interleaves.
     await stack.service.pipeline!.compact();
-    expect((await copyOf(hourAt(93))).some((p) => p.filter)).toBe(false);
     for (const k of [90, 81, 80]) expect((await copyOf(hourAt(k))).every((p) => p.filter)).toBe(true);
+    expect((await copyOf(hourAt(93))).some((p) => p.filter)).toBe(false);
     expect((await copyOf(hourAt(71))).some((p) => p.filter)).toBe(false);
     expect((await copyOf(hourAt(70))).some((p) => p.filter)).toBe(false);
     await expect(fs.access(idFilterPath((await files(hourAt(70), hourAt(69)))[0]!))).rejects.toThrow();
-    // The next pass gives the first random hour its filters (the nearest copy after it interleaves), the ordered
-    // ones none.
     await stack.service.pipeline!.compact();
     expect((await copyOf(hourAt(93))).every((p) => p.filter)).toBe(true);
     expect((await copyOf(hourAt(71))).some((p) => p.filter)).toBe(false);

@@ -104,13 +104,15 @@ const BY_ID: Partial<Record<DatasetName, ByIdSpec & { rows: string }>> = {
     sql: `SELECT * FROM read_parquet($file, hive_partitioning = false)
       WHERE execution_id IS NOT NULL ORDER BY execution_id, timestamp, ingest_seq`,
     rowGroup: 4096,
+    filtered: true,
   },
 };
 const BY_ID_ROW_GROUPS = 16;
 
 /**
  * A by-id copy: its statement and row groups, and whether its parts get filters of their ids (storage/id-filter.ts):
- * an execution is looked up in every hour kept, an execution's logs only in the hours around it.
+ * an execution is looked up in every hour kept and its logs in the three hours around it, and with random ids each
+ * of those hours has a part whose range holds the id (idsInterleave).
  */
 interface ByIdSpec {
   sql: string;
@@ -738,7 +740,7 @@ async function withIdFilters(
 }
 
 /**
- * Whether the executions copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the nearest
+ * Whether the by-id copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the nearest
  * hour before or after that has one holds ids within this one's range. Ids that sort by time (ULIDs, the service's
  * own, the ingest benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which
  * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. The nearest

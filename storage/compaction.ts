@@ -740,10 +740,11 @@ async function withIdFilters(
 }
 
 /**
- * Whether the by-id copy of `dataPath`, its parts `parts`, wants filters of its ids: when the copy of the nearest
- * hour before or after that has one holds ids within this one's range. Ids that sort by time (ULIDs, the service's
- * own, the ingest benchmark's) give each hour a range of its own, and a lookup then finds one part in range, which
- * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every hour's. The nearest
+ * Whether the by-id copy of `dataPath`, its parts `parts`, wants filters of its ids: when the range of ids of the copy
+ * of the nearest hour before or after that has one overlaps the ranges of more than half of this copy's parts. Ids
+ * that sort by time (ULIDs, the service's own, the ingest benchmark's) give each hour a range of its own but for its
+ * edge (a logs hour holds logs of the hour before's last executions), and a lookup then finds one part in range, which
+ * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every part. The nearest
  * copy, not the adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment)
  * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's copy
  * tells, and the compactor's next pass adds them (compactPartition; the next one clears the earlier's askedOnce
@@ -752,15 +753,16 @@ async function withIdFilters(
  */
 async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Promise<boolean> {
   const hour = partitionHourOf(dataPath);
-  const own = idRange(parts);
-  if (hour === null || own === null) return false;
+  const held = parts.filter((p) => p.rows > 0);
+  if (hour === null || idRange(held) === null) return false;
   for (const side of [-1, 1] as const) {
     let read = 0;
     for await (const beside of hoursBeside(path.dirname(dataPath), hour, side)) {
       const copies = Object.entries((await readManifest(beside.dir).catch(() => null))?.byId ?? {});
       const theirs = idRange(copies.flatMap(([, parts]) => parts));
       if (theirs !== null) {
-        if (theirs.max < own.min || own.max < theirs.min) break;
+        const within = held.filter((p) => !(theirs.max < p.min! || p.max! < theirs.min)).length;
+        if (within * 2 <= held.length) break;
         // Theirs interleave ours as well: a copy of theirs without filters is asked again at the next pass.
         for (const [name, parts] of copies)
           if (parts.every((p) => !p.filter)) askedOnce.delete(path.join(beside.dir, name));

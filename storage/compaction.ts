@@ -481,7 +481,7 @@ export async function compactPartition(
     loneParts?.some((p) => p.rows > 0) &&
     loneParts.every((p) => !p.filter) &&
     filtersMayBeDue(path.join(dir, lone!), hourStart, now) &&
-    (await idsInterleave(path.join(dir, lone!), loneParts))
+    (await idsInterleave(path.join(dir, lone!), loneParts, false))
   ) {
     // A copy written before its parts got filters of their ids gets them now, its parts as they are.
     const file = path.join(dir, lone!);
@@ -713,7 +713,7 @@ async function writeById(
       rows: r ? Number(r.rows) : 0,
     };
   });
-  if (byId.filtered && (await idsInterleave(outPath, out)))
+  if (byId.filtered && (await idsInterleave(outPath, out, true)))
     return (await withIdFilters(engine, outPath, out)) ?? out;
   return out;
 }
@@ -741,17 +741,14 @@ async function withIdFilters(
 
 /**
  * Whether the by-id copy of `dataPath`, its parts `parts`, wants filters of its ids: when the range of ids of the copy
- * of the nearest hour before or after that has one overlaps the ranges of more than half of this copy's parts. Ids
- * that sort by time (ULIDs, the service's own, the ingest benchmark's) give each hour a range of its own but for its
- * edge (a logs hour holds logs of the hour before's last executions), and a lookup then finds one part in range, which
- * it reads without asking a filter (query/id-index.ts); random ids (span ids) interleave every part. The nearest
+ * of the nearest hour before or after that has one overlaps this copy's (idsOverlap). The nearest
  * copy, not the adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment)
  * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's copy
- * tells, and the compactor's next pass adds them (compactPartition; the next one clears the earlier's askedOnce
- * entry, for a copy older than FILTERS_SETTLE_MS by then). Lookups that cached the earlier hour's parts (older than
+ * tells, and the compactor's next pass adds them (compactPartition; a `fresh` copy, just written, clears its nearest
+ * copies' askedOnce entries, for a copy older than FILTERS_SETTLE_MS by then). Lookups that cached the earlier hour's parts (older than
  * FILTERS_SETTLE_MS, query/id-index.ts) read them as before until the service restarts.
  */
-async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Promise<boolean> {
+async function idsInterleave(dataPath: string, parts: readonly ByIdPart[], fresh: boolean): Promise<boolean> {
   const hour = partitionHourOf(dataPath);
   const held = parts.filter((p) => p.rows > 0);
   if (hour === null || idRange(held) === null) return false;
@@ -761,18 +758,31 @@ async function idsInterleave(dataPath: string, parts: readonly ByIdPart[]): Prom
       const copies = Object.entries((await readManifest(beside.dir).catch(() => null))?.byId ?? {});
       const theirs = idRange(copies.flatMap(([, parts]) => parts));
       if (theirs !== null) {
-        const within = held.filter((p) => !(theirs.max < p.min! || p.max! < theirs.min)).length;
-        if (within * 2 <= held.length) break;
-        // Theirs interleave ours as well: a copy of theirs without filters is asked again at the next pass.
-        for (const [name, parts] of copies)
-          if (parts.every((p) => !p.filter)) askedOnce.delete(path.join(beside.dir, name));
-        return true;
+        // For a copy just written: a copy of theirs without filters is asked again at the next pass (its own range
+        // decides for it). Not for one asked again itself, or old copies would keep asking each other.
+        if (fresh)
+          for (const [name, parts] of copies)
+            if (parts.every((p) => !p.filter)) askedOnce.delete(path.join(beside.dir, name));
+        if (idsOverlap(held, theirs)) return true;
+        break;
       }
       // An hour still written (no copy yet), or one without rows: the next one out, a few at most.
       if (++read === NEAREST_COPY_READS) break;
     }
   }
   return false;
+}
+
+/**
+ * Whether a neighbouring copy's range of ids, `theirs`, overlaps a copy of `parts` (in id order, all bounded) enough to
+ * make lookups read its parts in vain: ids that sort by time (ULIDs, the service's own, the ingest benchmark's) give each
+ * hour a range of its own but for its edges (a logs hour holds logs of the hour before's last executions), which touch
+ * its first or last part only; random ids (span ids) fall within its inner parts, however few the neighbour has. A copy
+ * of one or two parts has no inner part: any overlap counts (its filters are small).
+ */
+export function idsOverlap(parts: readonly ByIdPart[], theirs: { min: string; max: string }): boolean {
+  const over = (p: ByIdPart) => !(theirs.max < p.min! || p.max! < theirs.min);
+  return parts.length <= 2 ? parts.some(over) : parts.slice(1, -1).some(over);
 }
 
 /** Hour partitions without a copy idsInterleave passes on each side before it gives up. */

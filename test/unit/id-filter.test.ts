@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idsOverlap } from '../../storage/compaction.js';
 import { QueryEngine } from '../../storage/duckdb.js';
 import { buildFilter, idHashes, mayContain, writeIdFilters } from '../../storage/id-filter.js';
 
@@ -105,5 +106,43 @@ describe('id filters', () => {
     const passed = absent.filter((id) => mayContain(old, { bits }, idHashes(id))).length;
     expect(passed / absent.length).toBeGreaterThan(0.002);
     expect(passed / absent.length).toBeLessThan(0.02);
+  });
+  it('are built from each id once, nulls left out', async () => {
+    const some = ids(300, 'd');
+    const file = path.join(dir, 'repeated.parquet');
+    await engine.all(
+      `COPY (SELECT unnest($ids::VARCHAR[]) AS execution_id UNION ALL SELECT NULL ORDER BY 1) TO '${file}' (FORMAT parquet)`,
+      { ids: [...some, ...some, ...some] },
+    );
+    const [slice] = await writeIdFilters(
+      engine,
+      [{ path: file, rows: 901 }],
+      path.join(dir, 'repeated.idfilter'),
+    );
+    // 300 distinct ids at 20 bits each, in whole 64-bit words: not 901 rows' worth.
+    expect(slice!.bits).toBe(6016);
+    const filter = await fs.readFile(path.join(dir, 'repeated.idfilter'));
+    expect(some.every((id) => mayContain(filter, slice!, idHashes(id)))).toBe(true);
+  });
+});
+
+describe('which copies want filters (idsOverlap)', () => {
+  const part = (min: string, max: string) => ({ name: `${min}.parquet`, min, max, rows: 10 });
+  // Three parts of ids that sort by time, and one or two parts alone.
+  const three = [part('a0', 'a9'), part('b0', 'b9'), part('c0', 'c9')];
+  it('leaves out a copy the neighbour’s range touches at its first or last part only', () => {
+    expect(idsOverlap(three, { min: '0', max: 'a5' })).toBe(false);
+    expect(idsOverlap(three, { min: 'c5', max: 'z' })).toBe(false);
+    expect(idsOverlap(three, { min: 'd0', max: 'z' })).toBe(false);
+  });
+  it('takes a copy the neighbour’s range reaches into, however few ids it has', () => {
+    expect(idsOverlap(three, { min: '0', max: 'z' })).toBe(true);
+    expect(idsOverlap(three, { min: 'b5', max: 'b5' })).toBe(true);
+    expect(idsOverlap(three, { min: 'a5', max: 'b0' })).toBe(true);
+  });
+  it('takes a copy of one or two parts the neighbour’s range touches at all', () => {
+    expect(idsOverlap(three.slice(0, 1), { min: 'a9', max: 'z' })).toBe(true);
+    expect(idsOverlap(three.slice(0, 2), { min: 'b9', max: 'z' })).toBe(true);
+    expect(idsOverlap(three.slice(0, 2), { min: 'c0', max: 'z' })).toBe(false);
   });
 });

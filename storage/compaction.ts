@@ -741,12 +741,12 @@ async function withIdFilters(
 
 /**
  * Whether the by-id copy of `dataPath`, its parts `parts`, wants filters of its ids: when the range of ids of the copy
- * of the nearest hour before or after that has one overlaps this copy's (idsOverlap). The nearest
- * copy, not the adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment)
- * leaves hours with no executions between them. The first hour with a copy gets none for now: the next one's copy
- * tells, and the compactor's next pass adds them (compactPartition; a `fresh` copy, just written, clears its nearest
- * copies' askedOnce entries, for a copy older than FILTERS_SETTLE_MS by then). Lookups that cached the earlier hour's parts (older than
- * FILTERS_SETTLE_MS, query/id-index.ts) read them as before until the service restarts.
+ * of the nearest hour before or after that has one overlaps this copy's (idsOverlap). The nearest copy, not the
+ * adjacent hour's: a workspace whose traffic comes in bursts hours apart (a job, a test environment) leaves hours
+ * with no executions between them. The first hour with a copy gets none for now: the next one's copy tells, and the
+ * compactor's next pass adds them (compactPartition; a `fresh` copy, just written, clears its nearest copies'
+ * askedOnce entries, for a copy older than FILTERS_SETTLE_MS by then). Lookups that cached the earlier hour's parts
+ * (older than FILTERS_SETTLE_MS, query/id-index.ts) read them as before until the service restarts.
  */
 async function idsInterleave(dataPath: string, parts: readonly ByIdPart[], fresh: boolean): Promise<boolean> {
   const hour = partitionHourOf(dataPath);

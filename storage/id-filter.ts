@@ -5,18 +5,20 @@ import type { QueryEngine } from './duckdb.js';
 
 /**
  * A Bloom filter of the execution ids in each part of a by-id copy of executions or logs (storage/compaction.ts), so
- * that a lookup by id opens only the hours that hold it (a log's filter has each id once, however many logs it has). The parts' id ranges are no help when ids are random (the Node
- * SDK's and OTLP's are span ids, 16 hex digits): every hour's copy then has a part whose range holds any id, and a
- * detail decoded one row group of each hour it kept (about 0.8 ms an hour at p50 with two DuckDB threads: 550 ms
- * at 30 days). With the filters a lookup decodes the hour that holds the id (and about 1 % of the others).
+ * that a lookup by id opens only the hours that hold it (a logs part's filter has each id once, however many logs
+ * it has). The parts' id ranges are no help when ids are random (the Node SDK's and OTLP's are span ids, 16 hex
+ * digits): every hour's copy then has a part whose range holds any id, and a detail decoded one row group of each
+ * hour it kept (about 0.8 ms an hour at p50 with two DuckDB threads: 550 ms at 30 days). With the filters a lookup
+ * decodes the hour that holds the id (and, rarely, another).
  *
  * Both sides hash the id's MD5, which DuckDB computes at the hour's end (md5_number_lower: bytes 8–15 of the
  * digest, little-endian) and node:crypto at lookup: h1 and h2 are its two 32-bit words, and the filter's bits are
  * (h1 + i·h2) mod m for i < HASHES (double hashing). Twenty bits per id and fourteen hashes: about 0.005 % false
- * positives for a part of 32k ids, 0.01–0.05 % for a few hundred, 2.5 bytes per execution. The first filters had ten and seven (0.8 %, 1.25 bytes): a lookup probes a
- * part in every hour kept, so with 48 hours a third of lookups read one hour's part in vain, and then (two hours
- * in hand) the detail read its row and its logs in two statements (p50 13.5, p95 18.8 ms, against about 11 and
- * 14 with one hour); at 30 days about six parts a lookup would have been read in vain.
+ * positives for a part of 32k ids, 0.01–0.05 % for a few hundred, 2.5 bytes per execution. The first filters had
+ * ten and seven (0.8 %, 1.25 bytes): a lookup probes a part in every hour kept, so with 48 hours a third of lookups
+ * read one hour's part in vain, and then (two hours in hand) the detail read its row and its logs in two statements
+ * (p50 13.5, p95 18.8 ms, against about 11 and 14 with one hour); at 30 days about six parts a lookup would have
+ * been read in vain.
  */
 
 export const ID_FILTER_SUFFIX = '.idfilter';

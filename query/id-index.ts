@@ -7,7 +7,7 @@ import { type ByIdPart, COMPACTED_PREFIX, readManifest } from '../storage/manife
 /**
  * Reads by execution id go through the by-id copies of compacted files (storage/compaction.ts): each file's rows
  * sorted by execution id, in parts holding disjoint slices of the ids. The partition's manifest lists each
- * part with its range of ids (and, for executions, where the filter of its ids is: storage/id-filter.ts), so a
+ * part with its range of ids (and, when its copy has them, where the filter of its ids is: storage/id-filter.ts), so a
  * lookup opens only the part that may hold the id, where the statistics of its small row groups single out one of
  * them. Random ids (span ids) fall in a part's range in every hour: there the filters leave out the hours without it.
  */
@@ -59,7 +59,7 @@ const inRange = (part: ByIdPart, id: string) =>
   part.rows > 0 && (part.min === null || part.min <= id) && (part.max === null || id <= part.max);
 
 /**
- * Parts' filters, read once and kept up to a budget (about 40 KiB a part of 32k executions; a lookup reads one per
+ * Parts' filters, read once and kept up to a budget (about 80 KiB a part of 32k executions; a lookup reads one per
  * hour kept, the part whose range holds the id). Dropped least recently used first.
  */
 const filters = new Map<string, Uint8Array>();
